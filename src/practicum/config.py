@@ -1,0 +1,229 @@
+"""Run configuration: YAML in, validated pydantic models out.
+
+Every field is documented here (``practicum train --help-config`` prints them). Unknown fields
+are errors, so a typo never silently falls back to a default. Command-line overrides use dotted
+paths: ``--set trainer.lr=1e-5 --set rollout.group_size=8``; values are parsed as YAML scalars.
+A bad file or override raises :class:`~practicum.errors.ConfigError` naming the file and field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from practicum.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RunSection(_Strict):
+    name: str = Field("run", description="Name of the run, used in logs.")
+    dir: str = Field("runs/run", description="Run folder: store, metrics, checkpoints. Relative to the working directory.")
+    seed: int = Field(0, description="Seed of task sampling, generation and training.")
+    steps: int = Field(20, ge=1, description="Training steps (one update each).")
+    time_limit_minutes: float | None = Field(None, gt=0, description="Stop after this much training time (evaluation excluded).")
+    eval_every: int = Field(0, ge=0, description="Evaluate held-out accuracy every N steps (0: only before and after).")
+    checkpoint_every: int = Field(10, ge=1, description="Write a checkpoint every N steps (and at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="How many recent checkpoints to keep.")
+    threads: int | None = Field(None, ge=1, description="torch intra-op threads (default: torch's choice).")
+
+
+class ModelSection(_Strict):
+    name: str = Field("smollm2-135m-instruct", description="Built-in model name or a local transformers checkpoint folder.")
+    device: str = Field("cpu", description="torch device of engine and trainer.")
+    engine_dtype: Literal["bfloat16", "float32", "float16"] = Field("bfloat16", description="Generation dtype (bf16 is ~2x faster than fp32 on CPU for the embedded model).")
+    max_batch: int = Field(64, ge=1, description="Most sequences per generate call.")
+
+
+class SourceSection(_Strict):
+    kind: Literal["reasoning_gym", "jsonl"] = Field(..., description="reasoning_gym: a generator; jsonl: a file of {question, answer}.")
+    dataset: str | None = Field(None, description="reasoning_gym: generator name, e.g. chain_sum.")
+    params: dict[str, Any] = Field(default_factory=dict, description="reasoning_gym: generator parameters.")
+    path: str | None = Field(None, description="jsonl: task file (relative paths resolve against the config file).")
+    eval_fraction: float = Field(0.2, ge=0, lt=1, description="jsonl: leading fraction of lines held out for evaluation.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> SourceSection:
+        if self.kind == "reasoning_gym" and not self.dataset:
+            raise ValueError("reasoning_gym sources need 'dataset'")
+        if self.kind == "jsonl" and not self.path:
+            raise ValueError("jsonl sources need 'path'")
+        return self
+
+
+class RewardSection(_Strict):
+    strict: float = Field(0.5, ge=0, description="Weight of a right answer in the requested format.")
+    lenient: float = Field(0.3, ge=0, description="Weight of a right answer read leniently (last number).")
+    format: float = Field(0.2, ge=0, description="Weight of using the requested format at all.")
+
+
+class DomainSection(_Strict):
+    name: str = Field(..., description="Domain name, used in metrics and the store.")
+    env: Literal["math"] = Field("math", description="Environment kind.")
+    weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this domain.")
+    source: SourceSection
+    system_prompt: str | None = Field(None, description="System prompt (default: the environment's).")
+    reward: RewardSection = Field(default_factory=RewardSection)
+    eval_size: int = Field(200, ge=1, description="Held-out problems used for evaluation.")
+    eval_seed: int = Field(10_000_019, description="Seed of the held-out set (disjoint questions from training).")
+
+
+class RolloutSection(_Strict):
+    prompts_per_step: int = Field(8, ge=1, description="Tasks per step (groups).")
+    group_size: int = Field(8, ge=2, description="Episodes per task, compared with each other (GRPO's n).")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature for training rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+    max_new_tokens: int = Field(64, ge=1, description="Most tokens per model turn.")
+    max_turns: int = Field(1, ge=1, description="Most model turns per episode.")
+
+
+class AlgorithmConfig(_Strict):
+    advantage: Literal["grpo", "drgrpo"] = Field("grpo", description="grpo: centre and scale by group std; drgrpo: centre only.")
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = Field("token_mean", description="How per-token losses reduce to a batch loss.")
+    clip_low: float = Field(0.2, ge=0, description="Lower PPO clip (ratio >= 1 - clip_low).")
+    clip_high: float = Field(0.28, ge=0, description="Upper PPO clip (ratio <= 1 + clip_high); > clip_low is DAPO's clip-higher.")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to the initial policy (0: no reference model).")
+    max_tokens_norm: int = Field(64, ge=1, description="seq_mean_token_sum_norm: the constant token count.")
+
+
+class LoraSection(_Strict):
+    r: int = Field(16, ge=1, description="LoRA rank.")
+    alpha: int = Field(32, ge=1, description="LoRA alpha.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
+    target_modules: list[str] | str = Field("all-linear", description="Modules to adapt.")
+
+
+class TrainerConfig(_Strict):
+    mode: Literal["full", "lora"] = Field("full", description="Full fine-tune or LoRA adapters (peft).")
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    micro_batch_tokens: int = Field(4096, ge=16, description="Padded tokens per micro-batch; gradients accumulate across them.")
+    autocast_dtype: Literal["bfloat16", "float16", "none"] = Field("bfloat16", description="Autocast dtype of forward and backward.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
+    lora: LoraSection = Field(default_factory=LoraSection)
+
+
+class EvalSection(_Strict):
+    max_new_tokens: int = Field(64, ge=1, description="Most tokens per reply in evaluation (greedy).")
+    before: bool = Field(True, description="Evaluate before training.")
+    after: bool = Field(True, description="Evaluate after training.")
+
+
+class RunConfig(_Strict):
+    """The config of ``practicum train``."""
+
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    domains: list[DomainSection] = Field(..., min_length=1)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    base_dir: str = Field(".", description="(set on load) folder of the config file, for relative paths.", exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_domains(self) -> RunConfig:
+        names = [d.name for d in self.domains]
+        if len(set(names)) != len(names):
+            raise ValueError(f"domain names must be unique, got {names}")
+        return self
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    keys = dotted.split(".")
+    node: Any = data
+    for i, k in enumerate(keys[:-1]):
+        if isinstance(node, list):
+            try:
+                node = node[int(k)]
+                continue
+            except (ValueError, IndexError):
+                raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a valid list index")
+        node = node.setdefault(k, {})
+        if not isinstance(node, (dict, list)):
+            raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a section")
+    last = keys[-1]
+    if isinstance(node, list):
+        try:
+            node[int(last)] = value
+        except (ValueError, IndexError):
+            raise ConfigError(f"{source}: override {dotted!r}: {last} is not a valid list index")
+    else:
+        node[last] = value
+
+
+def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
+    out = []
+    for o in overrides:
+        if "=" not in o:
+            raise ConfigError(f"override {o!r} must look like section.field=value")
+        k, v = o.split("=", 1)
+        try:
+            out.append((k.strip(), yaml.safe_load(v)))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {o!r}: value is not valid YAML ({e})") from e
+    return out
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Load, override and validate a run config; errors name the file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for k, v in parse_overrides(overrides or []):
+        _set_dotted(raw, k, v, str(path))
+    return validate_config(raw, str(path), base_dir=path.parent)
+
+
+def validate_config(raw: dict[str, Any], source: str = "<config>", base_dir: str | Path = ".") -> RunConfig:
+    try:
+        cfg = RunConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field (check the spelling; `practicum train --help-config` lists fields)"
+            lines.append(f"  {loc}: {msg}")
+        raise ConfigError(f"{source}: invalid config:\n" + "\n".join(lines)) from None
+    cfg.base_dir = str(base_dir)
+    return cfg
+
+
+def describe(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
+    """One line per field: dotted name, type, default, description."""
+    lines = []
+    for name, f in model.model_fields.items():
+        if f.exclude:
+            continue
+        ann = f.annotation
+        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if sub is None and getattr(ann, "__origin__", None) is list:
+            args = getattr(ann, "__args__", ())
+            if args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+                lines.append(f"{prefix}{name}: list of sections")
+                lines += describe(args[0], f"{prefix}{name}[].")
+                continue
+        if sub is not None:
+            lines += describe(sub, f"{prefix}{name}.")
+            continue
+        default = "required" if f.is_required() else repr(f.get_default(call_default_factory=True))
+        lines.append(f"{prefix}{name} (default {default}): {f.description or ''}")
+    return lines

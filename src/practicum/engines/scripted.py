@@ -1,0 +1,59 @@
+"""A scripted engine for unit tests: replies come from a function, tokens are bytes.
+
+It implements the whole :class:`~practicum.engines.base.Engine` protocol, so the rollout
+loop, the store and the environments run end to end in a test without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from practicum.engines.base import Completion, SamplingParams
+from practicum.records import Message
+
+EOS = 0  # byte 0 ends a turn
+
+
+def render(messages: list[Message], cue: bool = True) -> str:
+    text = "".join(f"<{m.role}>{m.content}\n" for m in messages)
+    return text + ("<assistant>" if cue else "")
+
+
+class ScriptedEngine:
+    """``reply(prompt_text, call_index) -> text``; every token gets log-prob ``logprob``."""
+
+    def __init__(self, reply: Callable[[str, int], str], logprob: float = -1.0) -> None:
+        self.reply = reply
+        self.logprob = logprob
+        self.policy_version = 0
+        self.calls = 0
+        self.loaded: list[int] = []
+
+    def chat_ids(self, messages: list[Message]) -> list[int]:
+        return list(render(messages).encode())
+
+    def append_ids(self, messages: list[Message], new: list[Message]) -> list[int]:
+        return list(render(new).encode())
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i != EOS).decode(errors="replace")
+
+    async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        out = []
+        for p in prompts:
+            text = self.reply(self.decode(p), self.calls)
+            self.calls += 1
+            ids = list(text.encode())[: params.max_new_tokens]
+            finish = "length" if len(ids) == params.max_new_tokens else "stop"
+            if finish == "stop":
+                ids.append(EOS)
+            out.append(
+                Completion(ids, [self.logprob] * len(ids), self.decode(ids), finish, self.policy_version)  # type: ignore[arg-type]
+            )
+        return out
+
+    def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        self.policy_version = version
+        self.loaded.append(version)

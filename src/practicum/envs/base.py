@@ -1,0 +1,61 @@
+"""The Environment protocol: async, multi-turn, one instance per episode.
+
+``reset(task)`` returns the first observation (the messages the model sees); ``step(text)``
+takes the model's reply and returns the next observation, or ``done`` with a :class:`Score`.
+A single-turn domain is simply one whose first ``step`` is final. Failures that belong to one
+episode are raised as :class:`~practicum.errors.RolloutFailure` subclasses; the rollout loop
+records them on the episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from practicum.records import Message, Score, Task
+
+
+@dataclass
+class Observation:
+    messages: list[Message]  # messages to append to the conversation before the next turn
+    done: bool = False
+    score: Score | None = None  # set when done
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Environment(Protocol):
+    domain: str
+
+    async def reset(self, task: Task) -> Observation: ...
+
+    async def step(self, reply: str) -> Observation: ...
+
+    async def close(self) -> None: ...
+
+
+class TaskSource(Protocol):
+    """Where a domain's tasks come from. Sampling is a pure function of (seed, index), so a
+    resumed run sees exactly the tasks it would have seen, without saved iterator state."""
+
+    domain: str
+
+    def train_task(self, index: int) -> Task: ...
+
+    def eval_tasks(self) -> list[Task]: ...
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """A domain plugs a task source and an environment factory together."""
+
+    name: str
+    source: TaskSource
+
+    def make_env(self) -> Environment: ...
+
+
+def iter_train(source: TaskSource, start: int, count: int) -> Iterator[Task]:
+    for i in range(start, start + count):
+        yield source.train_task(i)

@@ -1,0 +1,75 @@
+"""The one exception module of Practicum.
+
+Two kinds of failure exist, and they are kept apart on purpose:
+
+* A **framework or user error** (a broken config, a missing model, a corrupt store) is raised
+  and stops the run, with a message that says what to do.
+* A **rollout failure** (the model wrote something unparseable, a tool failed, a verifier
+  timed out) is *data*: it is recorded on the episode as an :class:`EpisodeError` record and
+  counted in the metrics; the run goes on. The exceptions below whose names end in
+  ``Failure`` exist so that environment code can raise them and the rollout loop can turn them
+  into records. Anything else raised inside a rollout is a bug and propagates.
+
+Tree::
+
+    PracticumError
+    ├── ConfigError            invalid YAML, unknown or invalid field, bad override
+    ├── ModelError             a model cannot be found, converted or loaded
+    ├── TaskError              a task file or generator is malformed
+    ├── StoreError             the run folder or its SQLite store cannot be used
+    ├── CheckpointError        a checkpoint is missing, partial or from another run
+    └── RolloutFailure         a failure of one episode (recorded, never fatal)
+        ├── ModelOutputFailure the model's output is not what was asked
+        ├── EnvironmentFailure the environment or a tool failed on this episode
+        └── VerifierFailure    the verifier could not score this episode
+"""
+
+from __future__ import annotations
+
+
+class PracticumError(Exception):
+    """Base class of every error Practicum raises on purpose."""
+
+
+class ConfigError(PracticumError):
+    """A config file or override is invalid. The message names the file and the field."""
+
+
+class ModelError(PracticumError):
+    """A model cannot be found, converted or loaded."""
+
+
+class TaskError(PracticumError):
+    """A task file, task folder or generator specification is malformed."""
+
+
+class StoreError(PracticumError):
+    """The run folder or its store cannot be opened, written or read."""
+
+
+class CheckpointError(PracticumError):
+    """A checkpoint is missing, incomplete, or does not belong to this run."""
+
+
+class RolloutFailure(PracticumError):
+    """A failure confined to one episode. The rollout loop records it; the run goes on."""
+
+    kind = "rollout"
+
+
+class ModelOutputFailure(RolloutFailure):
+    """The model's output could not be used (no answer, malformed tool call, too long)."""
+
+    kind = "model_output"
+
+
+class EnvironmentFailure(RolloutFailure):
+    """The environment, a tool or a sandbox failed while serving this episode."""
+
+    kind = "environment"
+
+
+class VerifierFailure(RolloutFailure):
+    """The verifier could not produce a score for this episode."""
+
+    kind = "verifier"

@@ -1,0 +1,306 @@
+"""The closed loop on one machine: generate -> execute -> score -> store -> update.
+
+:func:`train` runs a whole training run from a :class:`~practicum.config.RunConfig`:
+held-out evaluation before, steps of (sample tasks, roll out groups, store them, compute
+group advantages, update, publish weights to the engine), periodic evaluation and
+checkpoints, evaluation after. Every step's task sample and generation seed are pure
+functions of (run seed, step), so ``resume=True`` continues from the latest checkpoint and
+produces exactly what an uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from practicum import algorithms as A
+from practicum.config import RunConfig
+from practicum.domains import build_domain
+from practicum.engines.base import Engine, SamplingParams
+from practicum.envs.base import Domain
+from practicum.errors import CheckpointError, StoreError
+from practicum.metrics import MetricsWriter
+from practicum.records import Group, GroupState, Task
+from practicum.rollout import run_groups
+from practicum.store import Store
+from practicum.trainer import Sample, Trainer
+
+
+@dataclass
+class EvalResult:
+    """Held-out results per domain: means of each score component, and of the score value."""
+
+    per_domain: dict[str, dict[str, float]]
+    seconds: float
+
+    def line(self) -> str:
+        parts = []
+        for d, m in self.per_domain.items():
+            comps = " ".join(f"{k} {v:.3f}" for k, v in m.items() if k != "n")
+            parts.append(f"{d}: {comps} (n={int(m['n'])})")
+        return "; ".join(parts)
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps_done: int
+    before: EvalResult | None
+    after: EvalResult | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step * 7919) % (2**31)
+
+
+def sample_tasks(domains: list[Domain], weights: list[float], n: int, seed: int, step: int) -> list[Task]:
+    """The tasks of one step: domains drawn by weight, each slot's index unique to (step, slot)."""
+    rng = random.Random(step_seed(seed, step))
+    picks = rng.choices(range(len(domains)), weights=weights, k=n)
+    return [domains[d].source.train_task(step * n + slot) for slot, d in enumerate(picks)]
+
+
+def build_samples(groups: list[Group], kind: A.AdvantageKind) -> tuple[list[Sample], float]:
+    """Group-normalised advantages -> training samples. Returns also the fraction of groups
+    whose rewards were all equal (no learning signal)."""
+    samples: list[Sample] = []
+    uniform = 0
+    for g in groups:
+        rewards = torch.tensor(g.rewards, dtype=torch.float32).unsqueeze(0)  # [1, n]
+        adv = A.group_advantages(rewards, kind)[0]  # [n]
+        if float(rewards.max() - rewards.min()) < 1e-9:
+            uniform += 1
+        for ep, a in zip(g.episodes, adv.tolist()):
+            if not ep.turns:
+                continue  # failed before the model spoke: nothing to train on
+            ids, mask, logps = ep.training_sequence()
+            samples.append(Sample(ids, mask, logps, a))
+    return samples, uniform / max(len(groups), 1)
+
+
+async def evaluate(
+    engine: Engine,
+    domains: list[Domain],
+    max_new_tokens: int,
+    max_turns: int = 1,
+    store: Store | None = None,
+    step: int = 0,
+    limit: int | None = None,
+) -> EvalResult:
+    """Greedy held-out evaluation, per domain."""
+    t0 = time.perf_counter()
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+    out: dict[str, dict[str, float]] = {}
+    for dom in domains:
+        tasks = dom.source.eval_tasks()[:limit]
+        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns)
+        sums: dict[str, float] = {}
+        for g in groups:
+            ep = g.episodes[0]
+            if ep.score is None:
+                continue
+            for k, v in {"reward": ep.score.value, **ep.score.components}.items():
+                sums[k] = sums.get(k, 0.0) + v
+            if store is not None:
+                g.state = GroupState.evaluated
+        if store is not None:
+            for g in groups:
+                store.add_group(g, step, kind="eval")
+        n = max(len(groups), 1)
+        out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
+    return EvalResult(out, time.perf_counter() - t0)
+
+
+class Run:
+    """Everything a training run holds: domains, engine, trainer, store, metrics."""
+
+    def __init__(self, cfg: RunConfig, resume: bool = False, overwrite: bool = False,
+                 log: Callable[[str], None] = print) -> None:
+        from practicum.engines.hf import HFEngine
+        from practicum.models import resolve_model
+
+        self.cfg = cfg
+        self.log = log
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        self.run_dir = Path(cfg.run.dir)
+        store_path = self.run_dir / "store.sqlite"
+        if store_path.exists() and not resume:
+            if not overwrite:
+                raise StoreError(
+                    f"{self.run_dir} already holds a run; pass --resume to continue it, "
+                    f"--overwrite to start again, or set run.dir"
+                )
+            shutil.rmtree(self.run_dir)
+        if resume and not store_path.exists():
+            raise CheckpointError(f"nothing to resume: {store_path} does not exist")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+        self.weights = [d.weight for d in cfg.domains]
+        model_path = resolve_model(cfg.model.name)
+        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
+        self.engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+        self.trainer = Trainer(model_path, cfg.trainer, cfg.algorithm, device=cfg.model.device)
+        self.store = Store(store_path)
+        self.metrics = MetricsWriter(self.run_dir)
+        self.start_step = 0
+        self.train_seconds = 0.0
+        if resume:
+            self._resume()
+        else:
+            self.store.set_meta("config", cfg.model_dump(mode="json"))
+            self.store.set_meta("model_path", str(model_path))
+
+    # --- checkpoints ------------------------------------------------------------------------
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def checkpoints(self) -> list[Path]:
+        if not self.ckpt_dir.is_dir():
+            return []
+        return sorted(p for p in self.ckpt_dir.glob("step_*") if (p / "state.json").is_file())
+
+    def save_checkpoint(self, step: int) -> Path:
+        path = self.ckpt_dir / f"step_{step:06d}"
+        self.trainer.save(path, {"next_step": step + 1, "train_seconds": self.train_seconds,
+                                 "sampler": {"kind": "stateless", "seed": self.cfg.run.seed}})
+        for old in self.checkpoints()[: -self.cfg.run.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    def _resume(self) -> None:
+        old = self.store.get_meta("config") or {}
+        for key in ("model", "domains", "rollout", "algorithm", "trainer"):
+            if old.get(key) != self.cfg.model_dump(mode="json")[key]:
+                raise CheckpointError(f"cannot resume: config section {key!r} differs from the stored run's")
+        if old.get("run", {}).get("seed") != self.cfg.run.seed:
+            raise CheckpointError("cannot resume: run.seed differs from the stored run's")
+        ckpts = self.checkpoints()
+        if not ckpts:
+            self.store.drop_after(-1)
+            self.log("resume: no checkpoint yet, starting from step 1")
+            return
+        state = self.trainer.load(ckpts[-1])
+        self.start_step = int(state["next_step"]) - 1
+        self.train_seconds = float(state.get("train_seconds", 0.0))
+        dropped = self.store.drop_after(self.start_step)
+        self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
+        self.log(f"resume: from {ckpts[-1].name} (step {self.start_step}); {dropped} later groups will be redone")
+
+    # --- the loop -----------------------------------------------------------------------------
+    async def evaluate(self, step: int, limit: int | None = None) -> EvalResult:
+        res = await evaluate(self.engine, self.domains, self.cfg.eval.max_new_tokens, self.cfg.rollout.max_turns,
+                             self.store, step, limit)
+        flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
+        self.store.add_metrics(step, "eval", flat)
+        self.metrics.write(step, "eval", flat)
+        return res
+
+    async def train_step(self, step: int) -> dict[str, Any]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        tasks = sample_tasks(self.domains, self.weights, cfg.rollout.prompts_per_step, cfg.run.seed, step)
+        by_name = {d.name: d for d in self.domains}
+        params = SamplingParams(
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            seed=step_seed(cfg.run.seed, step),
+        )
+        groups = await run_groups(tasks, cfg.rollout.group_size, lambda t: by_name[t.domain].make_env(),
+                                  self.engine, params, cfg.rollout.max_turns)
+        gen_seconds = time.perf_counter() - t0
+        for g in groups:
+            g.step = step
+            self.store.add_group(g, step)
+        samples, uniform = build_samples(groups, cfg.algorithm.advantage)
+        stats = self.trainer.update(samples)
+        if not stats["skipped"]:
+            self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
+        self.store.set_group_state([g.id for g in groups], GroupState.trained)
+        gen_tokens = sum(len(t.completion_ids) for g in groups for e in g.episodes for t in e.turns)
+        m: dict[str, Any] = {
+            **stats,
+            "uniform_groups": uniform,
+            "gen_seconds": gen_seconds,
+            "gen_tokens": gen_tokens,
+            "gen_tok_per_s": gen_tokens / max(gen_seconds, 1e-9),
+            "completion_len": gen_tokens / max(sum(len(g.episodes) for g in groups), 1),
+            "episode_errors": sum(len(e.errors) for g in groups for e in g.episodes),
+            "step_seconds": time.perf_counter() - t0,
+            "policy_version": self.trainer.version,
+        }
+        for dom in self.domains:
+            eps = [e for g in groups if g.task.domain == dom.name for e in g.episodes]
+            if not eps:
+                continue
+            m[f"{dom.name}/reward"] = sum(e.reward for e in eps) / len(eps)
+            for comp in ("strict", "lenient", "format"):
+                vals = [e.score.components.get(comp) for e in eps if e.score and comp in e.score.components]
+                if vals:
+                    m[f"{dom.name}/{comp}"] = sum(vals) / len(vals)  # type: ignore[arg-type]
+        self.store.add_metrics(step, "train", m)
+        self.metrics.write(step, "train", m)
+        return m
+
+    def summary(self, step: int, m: dict[str, Any]) -> str:
+        rewards = " ".join(f"{d.name} {m[f'{d.name}/reward']:.2f}" for d in self.domains if f"{d.name}/reward" in m)
+        loss = f"loss {m['loss']:+.4f} kl {m['kl']:.4f}" if "loss" in m else "no update (all groups uniform)"
+        return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss} | "
+                f"{m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s")
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.store.close()
+
+
+async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
+                      log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
+    run = Run(cfg, resume=resume, overwrite=overwrite, log=log)
+    try:
+        before = None
+        if cfg.eval.before and run.start_step == 0:
+            before = await run.evaluate(0)
+            log(f"held-out before training: {before.line()}")
+        history = []
+        step = run.start_step
+        ec = cfg.run.eval_every
+        for step in range(run.start_step + 1, cfg.run.steps + 1):
+            t0 = time.perf_counter()
+            m = await run.train_step(step)
+            run.train_seconds += time.perf_counter() - t0
+            history.append(m)
+            log(run.summary(step, m))
+            if progress is not None:
+                progress(step, cfg.run.steps)
+            limit_hit = cfg.run.time_limit_minutes is not None and run.train_seconds >= cfg.run.time_limit_minutes * 60
+            if step % cfg.run.checkpoint_every == 0 or step == cfg.run.steps or limit_hit:
+                run.save_checkpoint(step)
+            if ec and step % ec == 0 and step != cfg.run.steps and not limit_hit:
+                res = await run.evaluate(step)
+                log(f"held-out at step {step}: {res.line()}")
+            if limit_hit:
+                log(f"time limit of {cfg.run.time_limit_minutes} min reached after step {step}")
+                break
+        after = None
+        if cfg.eval.after:
+            after = await run.evaluate(step)
+            log(f"held-out after training:  {after.line()}")
+        return TrainResult(run.run_dir, step, before, after, history)
+    finally:
+        run.close()
+
+
+def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
+          log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
+    return asyncio.run(train_async(cfg, resume, overwrite, log, progress))

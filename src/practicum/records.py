@@ -1,0 +1,152 @@
+"""Typed records for everything that crosses a boundary: tasks, scores, episodes, groups.
+
+Records are pydantic models so that they validate on construction and round-trip through the
+store as JSON without loss. An :class:`Episode` keeps the exact token ids the engine produced
+and their behaviour log-probabilities, with a loss mask per token: tokens the model generated
+are trained on (mask 1); tokens the environment inserted (tool observations, later turns'
+prompts) are context only (mask 0). Nothing is ever re-tokenised between turns.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Message(BaseModel):
+    """One chat message. ``content`` is text; tool use arrives in later domains."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class Task(BaseModel):
+    """One problem. ``target`` is what the verifier compares against; the model never sees it."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    domain: str
+    prompt: list[Message]
+    target: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Score(BaseModel):
+    """A verifier's verdict: ``value`` in [0, 1], named components, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: float
+    components: dict[str, float] = Field(default_factory=dict)
+    explanation: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _in_unit_interval(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"score value must lie in [0, 1], got {v}")
+        return v
+
+
+class EpisodeError(BaseModel):
+    """A failure confined to one episode (see :mod:`practicum.errors`): data, not a crash."""
+
+    kind: str
+    message: str
+
+
+class Turn(BaseModel):
+    """One model turn: the context it saw (as ids), what it generated, and how."""
+
+    prompt_ids: list[int]  # the full context at this turn, as the engine received it
+    completion_ids: list[int]  # generated tokens, exactly as sampled
+    logprobs: list[float]  # behaviour log-prob of each generated token, [len(completion_ids)]
+    text: str
+    finish_reason: Literal["stop", "length"]
+    policy_version: int
+    gen_seconds: float = 0.0
+
+
+class EpisodeState(str, Enum):
+    running = "running"
+    done = "done"
+    failed = "failed"
+
+
+class Episode(BaseModel):
+    """A full trajectory of one attempt at one task."""
+
+    id: str = Field(default_factory=new_id)
+    task_id: str
+    domain: str
+    messages: list[Message] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+    score: Score | None = None
+    errors: list[EpisodeError] = Field(default_factory=list)
+    state: EpisodeState = EpisodeState.running
+    started_at: float = Field(default_factory=time.time)
+    seconds: float = 0.0
+    info: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def reward(self) -> float:
+        return self.score.value if self.score is not None else 0.0
+
+    @property
+    def policy_version(self) -> int:
+        return min((t.policy_version for t in self.turns), default=-1)
+
+    def training_sequence(self) -> tuple[list[int], list[int], list[float]]:
+        """The token ids of the whole trajectory, their loss mask and behaviour log-probs.
+
+        Built from the engine's own ids: turn k's prompt ids must extend turn k-1's prompt and
+        completion (the environment appends, never rewrites), so the last turn's context plus its
+        completion is the whole episode. Tokens of earlier completions keep mask 1 and their
+        sampled log-probs; everything else (prompt, observations) has mask 0.
+        """
+        if not self.turns:
+            return [], [], []
+        ids: list[int] = []
+        mask: list[int] = []
+        logps: list[float] = []
+        for turn in self.turns:
+            if turn.prompt_ids[: len(ids)] != ids:
+                raise ValueError(f"episode {self.id}: turn context does not extend the previous turn")
+            extra = turn.prompt_ids[len(ids):]
+            ids += extra + turn.completion_ids
+            mask += [0] * len(extra) + [1] * len(turn.completion_ids)
+            logps += [0.0] * len(extra) + list(turn.logprobs)
+        return ids, mask, logps
+
+
+class GroupState(str, Enum):
+    """Lifecycle of a group in the store."""
+
+    pending = "pending"  # scheduled, rollouts not finished
+    scored = "scored"  # all episodes scored, not yet trained on
+    trained = "trained"  # consumed by an update
+    evaluated = "evaluated"  # an evaluation group (never trained on)
+    failed = "failed"  # could not be completed
+
+
+class Group(BaseModel):
+    """The n episodes of one task that GRPO compares: the unit of scheduling and storage."""
+
+    id: str = Field(default_factory=new_id)
+    task: Task
+    episodes: list[Episode] = Field(default_factory=list)
+    state: GroupState = GroupState.pending
+    step: int = -1  # the training step that consumed (or will consume) it
+    policy_version: int = 0
+
+    @property
+    def rewards(self) -> list[float]:
+        return [e.reward for e in self.episodes]

@@ -1,0 +1,124 @@
+"""Rollouts: run many episodes at once, in lockstep turns, through one engine.
+
+Each turn, every episode that is still running contributes its context to one batched
+``generate`` call; each reply then goes to that episode's own environment. Episodes finish
+independently (``done``, a turn limit, or a recorded failure), so single-turn and multi-turn
+domains share this loop. A :class:`~practicum.errors.RolloutFailure` raised by an environment
+ends that episode with the error recorded and score 0; any other exception is a bug and
+propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from practicum.engines.base import Engine, SamplingParams
+from practicum.envs.base import Environment
+from practicum.errors import RolloutFailure
+from practicum.records import Episode, EpisodeError, EpisodeState, Group, GroupState, Message, Score, Task, Turn
+
+
+@dataclass
+class _Live:
+    episode: Episode
+    env: Environment
+    ids: list[int]  # the full context so far, as token ids
+
+
+async def run_episodes(
+    tasks: list[Task],
+    make_env: Callable[[Task], Environment],
+    engine: Engine,
+    params: SamplingParams,
+    max_turns: int = 1,
+) -> list[Episode]:
+    """Run one episode per task and return them, in order, each done or failed."""
+    live: list[_Live] = []
+    for task in tasks:
+        env = make_env(task)
+        ep = Episode(task_id=task.id, domain=task.domain)
+        try:
+            obs = await env.reset(task)
+        except RolloutFailure as e:
+            _fail(ep, e)
+            await env.close()
+            live.append(_Live(ep, env, []))
+            continue
+        ep.messages = list(obs.messages)
+        live.append(_Live(ep, env, engine.chat_ids(ep.messages)))
+
+    for turn_no in range(max_turns):
+        active = [x for x in live if x.episode.state == EpisodeState.running]
+        if not active:
+            break
+        completions = await engine.generate([x.ids for x in active], params)
+        steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, completions)]
+        await asyncio.gather(*steps)
+
+    for x in live:
+        if x.episode.state == EpisodeState.running:  # ran out of turns without finishing
+            x.episode.errors.append(EpisodeError(kind="turn_limit", message=f"no final answer in {max_turns} turns"))
+            x.episode.score = Score(value=0.0, explanation="turn limit reached")
+            x.episode.state = EpisodeState.done
+            await x.env.close()
+        x.episode.seconds = time.time() - x.episode.started_at
+    return [x.episode for x in live]
+
+
+async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> None:
+    ep = x.episode
+    ep.turns.append(
+        Turn(
+            prompt_ids=list(x.ids),
+            completion_ids=completion.ids,
+            logprobs=completion.logprobs,
+            text=completion.text,
+            finish_reason=completion.finish_reason,
+            policy_version=completion.policy_version,
+            gen_seconds=completion.seconds,
+        )
+    )
+    ep.messages.append(Message(role="assistant", content=completion.text))
+    x.ids = x.ids + completion.ids
+    try:
+        obs = await x.env.step(completion.text)
+    except RolloutFailure as e:
+        _fail(ep, e)
+        await x.env.close()
+        return
+    if obs.done:
+        ep.score = obs.score if obs.score is not None else Score(value=0.0, explanation="environment gave no score")
+        ep.info.update(obs.info)
+        ep.state = EpisodeState.done
+        await x.env.close()
+        return
+    if not last_turn:
+        x.ids = x.ids + engine.append_ids(ep.messages, obs.messages)
+    ep.messages.extend(obs.messages)
+
+
+def _fail(ep: Episode, e: RolloutFailure) -> None:
+    ep.errors.append(EpisodeError(kind=e.kind, message=str(e)))
+    ep.score = Score(value=0.0, explanation=f"{e.kind} failure: {e}")
+    ep.state = EpisodeState.failed
+
+
+async def run_groups(
+    tasks: list[Task],
+    group_size: int,
+    make_env: Callable[[Task], Environment],
+    engine: Engine,
+    params: SamplingParams,
+    max_turns: int = 1,
+) -> list[Group]:
+    """Roll out ``group_size`` episodes of each task in one batch and return scored groups."""
+    flat = [t for t in tasks for _ in range(group_size)]
+    episodes = await run_episodes(flat, make_env, engine, params, max_turns)
+    groups = []
+    for i, task in enumerate(tasks):
+        eps = episodes[i * group_size:(i + 1) * group_size]
+        groups.append(Group(task=task, episodes=eps, state=GroupState.scored, policy_version=engine.policy_version))
+    return groups
