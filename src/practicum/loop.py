@@ -146,7 +146,7 @@ class Run:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
-        model_path = resolve_model(cfg.model.name)
+        model_path = self.model_path = resolve_model(cfg.model.name)
         dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
         self.engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
         self.trainer = Trainer(model_path, cfg.trainer, cfg.algorithm, device=cfg.model.device)
@@ -173,6 +173,7 @@ class Run:
     def save_checkpoint(self, step: int) -> Path:
         path = self.ckpt_dir / f"step_{step:06d}"
         self.trainer.save(path, {"next_step": step + 1, "train_seconds": self.train_seconds,
+                                 "model_path": str(self.model_path), "mode": self.cfg.trainer.mode,
                                  "sampler": {"kind": "stateless", "seed": self.cfg.run.seed}})
         for old in self.checkpoints()[: -self.cfg.run.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
@@ -304,3 +305,24 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
           log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
     return asyncio.run(train_async(cfg, resume, overwrite, log, progress))
+
+
+def load_checkpoint_weights(ckpt: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """The base model folder and the policy weights (LoRA merged) of a training checkpoint."""
+    import json
+
+    state_file = ckpt / "state.json"
+    if not state_file.is_file():
+        raise CheckpointError(f"{ckpt} is not a checkpoint folder (no state.json)")
+    state = json.loads(state_file.read_text())
+    base = Path(state["model_path"])
+    if state.get("mode") == "lora":
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        merged = PeftModel.from_pretrained(model, ckpt / "adapter").merge_and_unload()
+        return base, merged.state_dict()
+    from safetensors.torch import load_file
+
+    return base, load_file(str(ckpt / "model.safetensors"))

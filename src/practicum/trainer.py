@@ -44,6 +44,76 @@ class Sample:
     advantage: float
 
 
+def _prefix_len(s: Sample) -> int:
+    """Length of the sample's leading context (mask 0): its first prompt."""
+    for i, m in enumerate(s.mask):
+        if m:
+            return i
+    return len(s.mask)
+
+
+@dataclass
+class PackedBatch:
+    """A micro-batch of prompt-sharing rows.
+
+    ids, positions: [R, L]; attention: [R, 1, L, L] bool (True = may attend);
+    pred_index: [S, T] flat index (row * L + position) of the logits that predict each of
+    sample s's continuation tokens; targets, mask, behaviour: [S, T]; advantages: [S].
+    """
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    attention: torch.Tensor
+    pred_index: torch.Tensor
+    targets: torch.Tensor
+    mask: torch.Tensor
+    behaviour: torch.Tensor
+    advantages: torch.Tensor
+
+    def to(self, device: torch.device) -> PackedBatch:
+        return PackedBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+
+    @staticmethod
+    def build(rows: list[tuple[list[int], list[Sample]]]) -> PackedBatch:
+        lengths = [len(p) + sum(len(m.ids) - len(p) for m in ms) for p, ms in rows]
+        R, L = len(rows), max(lengths)
+        samples = [m for _, ms in rows for m in ms]
+        T = max(len(m.ids) - len(p) for p, ms in rows for m in ms)
+        ids = torch.zeros((R, L), dtype=torch.long)
+        positions = torch.zeros((R, L), dtype=torch.long)
+        # padding positions attend to themselves only, so no softmax row is empty (NaN)
+        attention = torch.eye(L, dtype=torch.bool).repeat(R, 1, 1, 1)
+        pred_index = torch.zeros((len(samples), T), dtype=torch.long)
+        targets = torch.zeros((len(samples), T), dtype=torch.long)
+        mask = torch.zeros((len(samples), T), dtype=torch.float32)
+        behaviour = torch.zeros((len(samples), T), dtype=torch.float32)
+        s_i = 0
+        for r, (prefix, members) in enumerate(rows):
+            p = len(prefix)
+            ids[r, :p] = torch.tensor(prefix)
+            positions[r, :p] = torch.arange(p)
+            attention[r, 0, :p, :p] = torch.tril(torch.ones(p, p, dtype=torch.bool))
+            start = p
+            for m in members:
+                n = len(m.ids) - p
+                end = start + n
+                ids[r, start:end] = torch.tensor(m.ids[p:])
+                positions[r, start:end] = torch.arange(p, p + n)
+                attention[r, 0, start:end, :p] = True
+                attention[r, 0, start:end, start:end] = torch.tril(torch.ones(n, n, dtype=torch.bool))
+                # token k of the continuation is predicted by the previous token of the same
+                # sequence: the prompt's last token for k = 0, else the continuation's k - 1
+                prev = torch.cat([torch.tensor([p - 1]), torch.arange(start, end - 1)])
+                pred_index[s_i, :n] = r * L + prev
+                targets[s_i, :n] = torch.tensor(m.ids[p:])
+                mask[s_i, :n] = torch.tensor(m.mask[p:], dtype=torch.float32)
+                behaviour[s_i, :n] = torch.tensor(m.behaviour_logprobs[p:], dtype=torch.float32)
+                start = end
+                s_i += 1
+        advantages = torch.tensor([m.advantage for m in samples], dtype=torch.float32)
+        return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages)
+
+
 def _dtype(name: str) -> torch.dtype:
     return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
 
@@ -102,21 +172,19 @@ class Trainer:
         totals = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0, "logp_mismatch": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for mb in self._micro_batches(keep):
-            padded, mask, behaviour, adv = (t.to(self.device) for t in mb)
-            ids = padded.clamp(min=0)  # padding becomes id 0 with attention 0 and mask 0
-            attention = (padded >= 0).long()
-            targets = ids[:, 1:]
-            tmask = mask[:, 1:].float()  # token t is predicted at position t-1
+            mb = mb.to(self.device)
             with self._autocast():
-                logits = self.model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-            logp = A.token_logprobs(logits, targets)  # [B, T-1]
-            del logits
+                logits = self.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).logits
+            flat = logits.reshape(-1, logits.shape[-1])  # [R*L, V]
+            logp = A.token_logprobs(flat[mb.pred_index], mb.targets)  # [S, T]
+            del logits, flat
+            tmask = mb.mask
             old_logp = logp.detach()  # on-policy: one update per batch of rollouts
-            per_tok, clipped = A.clipped_surrogate(logp, old_logp, adv, algo.clip_low, algo.clip_high)
+            per_tok, clipped = A.clipped_surrogate(logp, old_logp, mb.advantages, algo.clip_low, algo.clip_high)
             if self.ref_model is not None:
                 with torch.no_grad(), self._autocast():
-                    ref_logits = self.ref_model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-                ref_logp = A.token_logprobs(ref_logits, targets)
+                    ref_logits = self.ref_model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).logits
+                ref_logp = A.token_logprobs(ref_logits.reshape(-1, ref_logits.shape[-1])[mb.pred_index], mb.targets)
                 del ref_logits
                 kl = A.kl_k3(logp, ref_logp)
                 per_tok = per_tok + algo.kl_coef * kl
@@ -128,7 +196,7 @@ class Trainer:
             totals["clip_frac"] += float((clipped * tmask).sum())
             totals["tokens"] += n_tok
             # |trainer log-prob - engine log-prob|: how far the sampler's numerics drift from ours
-            totals["logp_mismatch"] += float(((logp.detach() - behaviour[:, 1:]).abs() * tmask).sum())
+            totals["logp_mismatch"] += float(((logp.detach() - mb.behaviour).abs() * tmask).sum())
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         self.optimizer.step()
@@ -151,34 +219,42 @@ class Trainer:
             return torch.autocast(self.device.type, enabled=False)
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def _micro_batches(self, samples: list[Sample]) -> Iterator[tuple[torch.Tensor, ...]]:
-        """Pack samples, sorted by length, into right-padded batches of at most
-        ``micro_batch_tokens`` padded tokens. Padding ids are -1 (masked, attention 0)."""
-        order = sorted(samples, key=lambda s: len(s.ids))
-        budget = self.cfg.micro_batch_tokens
-        batch: list[Sample] = []
-        for s in order:
-            width = max([len(x.ids) for x in batch] + [len(s.ids)])
-            if batch and width * (len(batch) + 1) > budget:
-                yield self._collate(batch)
-                batch = []
-            batch.append(s)
-        if batch:
-            yield self._collate(batch)
+    def _micro_batches(self, samples: list[Sample]) -> Iterator[PackedBatch]:
+        """Pack samples into micro-batches of at most ``micro_batch_tokens`` tokens.
 
-    @staticmethod
-    def _collate(batch: list[Sample]) -> tuple[torch.Tensor, ...]:
-        width = max(len(s.ids) for s in batch)
-        ids = torch.full((len(batch), width), -1, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        behaviour = torch.zeros((len(batch), width), dtype=torch.float32)
-        for i, s in enumerate(batch):
-            n = len(s.ids)
-            ids[i, :n] = torch.tensor(s.ids)
-            mask[i, :n] = torch.tensor(s.mask)
-            behaviour[i, :n] = torch.tensor(s.behaviour_logprobs)
-        adv = torch.tensor([s.advantage for s in batch], dtype=torch.float32)
-        return ids, mask, behaviour, adv  # ids: -1 marks padding
+        Samples that share a prompt (a GRPO group) are packed into one row: the prompt once,
+        then each sample's continuation, with a 4D attention mask that lets each continuation
+        see the prompt and itself only. The prompt is computed once instead of n times and the
+        gradient is exactly that of n separate rows.
+        """
+        families: dict[tuple[int, ...], list[Sample]] = {}
+        for s in samples:
+            families.setdefault(tuple(s.ids[: _prefix_len(s)]), []).append(s)
+        rows: list[tuple[list[int], list[Sample]]] = []
+        budget = self.cfg.micro_batch_tokens
+        for prefix, members in families.items():
+            chunk: list[Sample] = []
+            size = len(prefix)
+            for m in members:
+                extra = len(m.ids) - len(prefix)
+                if chunk and size + extra > budget:
+                    rows.append((list(prefix), chunk))
+                    chunk, size = [], len(prefix)
+                chunk.append(m)
+                size += extra
+            rows.append((list(prefix), chunk))
+        rows.sort(key=lambda r: len(r[0]) + sum(len(m.ids) - len(r[0]) for m in r[1]))
+        batch: list[tuple[list[int], list[Sample]]] = []
+        width = 0
+        for r in rows:
+            length = len(r[0]) + sum(len(m.ids) - len(r[0]) for m in r[1])
+            if batch and max(width, length) * (len(batch) + 1) > budget:
+                yield PackedBatch.build(batch)
+                batch, width = [], 0
+            batch.append(r)
+            width = max(width, length)
+        if batch:
+            yield PackedBatch.build(batch)
 
     # --- weights for the engine ----------------------------------------------------------
     @torch.no_grad()

