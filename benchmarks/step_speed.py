@@ -123,7 +123,8 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
                 "warmup": step <= args.warmup,
                 "step_seconds": dt,
                 "gen_seconds": m["gen_seconds"],
-                "update_seconds": m.get("train_seconds"),
+                "update_seconds": dt - m["gen_seconds"],  # everything but the rollout, as on TRL's side
+                "trainer_update_seconds": m.get("train_seconds"),
                 "gen_tokens": m["gen_tokens"],
                 "completion_len": m["completion_len"],
                 "samples": m["samples"],
@@ -311,12 +312,12 @@ def report(result: dict[str, Any]) -> str:
             rrows.append([NAMES[s], ratio(m["step_seconds_median"], p["step_seconds_median"]),
                           ratio(m["gen_seconds_median"], p["gen_seconds_median"]),
                           ratio(m["seconds_per_gen_token"], p["seconds_per_gen_token"]),
-                          ratio(m["seconds_per_trained_token"], p["seconds_per_trained_token"]),
+                          ratio(m["update_seconds_per_trained_token"], p["update_seconds_per_trained_token"]),
                           ratio(m["peak_rss_gb"], p["peak_rss_gb"])])
         if rrows:
             lines += ["", "Ratios TRL / Practicum (above 1: Practicum is faster or smaller):", "",
                       md_table(["TRL side", "s/step", "generation s/step", "s per generated token",
-                                "s per trained token", "peak RSS"], rrows)]
+                                "rest-of-step s per trained token", "peak RSS"], rrows)]
     lines += [
         "",
         f"Machine: {machine_line(result['machine'])}.",
@@ -324,8 +325,9 @@ def report(result: dict[str, Any]) -> str:
         "Generation s/step: TRL's `_generate` (render, model.generate, decode); Practicum's rollout (render, "
         "generate, score). Rest of step: everything else (TRL: reward, advantages, forward/backward, optimiser; "
         "Practicum: store, advantages, update, weight publication to the engine). Trained tokens: completion tokens "
-        "through forward/backward (Practicum skips zero-advantage samples). Peak RSS: the kernel's ru_maxrss of "
-        "the side's process.",
+        "through forward/backward (Practicum skips zero-advantage samples, so its s/step also depends on how many "
+        "groups scored alike; see samples trained/step). s per trained token: whole step / trained tokens; update s "
+        "per trained token: rest of step / trained tokens. Peak RSS: the kernel's ru_maxrss of the side's process.",
     ]
     return "\n".join(lines)
 

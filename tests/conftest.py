@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,3 +40,29 @@ def write_yaml(tmp_path: Path) -> Callable[[object, str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def tiny_run_config(tmp_path: Path, tiny_model_path: Path) -> Callable[..., Any]:
+    """A run config for the tiny model on a JSONL domain whose questions use its vocabulary."""
+    rows = [{"question": f"say {d}", "answer": d} for d in "0123456789"]
+    (tmp_path / "say.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    config = {
+        "run": {"name": "tiny", "seed": 1, "steps": 4, "checkpoint_every": 2, "keep_checkpoints": 2},
+        "model": {"name": str(tiny_model_path), "engine_dtype": "float32"},
+        "domains": [{"name": "say", "source": {"kind": "jsonl", "path": "say.jsonl", "eval_fraction": 0.3},
+                     "system_prompt": "", "reward": {"strict": 0.0, "lenient": 1.0, "format": 0.0}}],
+        "rollout": {"prompts_per_step": 3, "group_size": 6, "max_new_tokens": 6, "temperature": 1.0},
+        "trainer": {"lr": 0.01, "autocast_dtype": "none"},
+        "eval": {"before": False, "after": False, "max_new_tokens": 6},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+
+    def load(run_dir: str, *overrides: str):  # -> RunConfig
+        from practicum.config import load_config
+
+        return load_config(path, [f"run.dir={tmp_path / run_dir}", *overrides])
+
+    load.path = path  # type: ignore[attr-defined]
+    return load

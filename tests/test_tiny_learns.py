@@ -4,22 +4,19 @@ task within seconds, LoRA trains adapters only, and a resumed run equals an unin
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from practicum.config import AlgorithmConfig, TrainerConfig, load_config
+from practicum.config import AlgorithmConfig, TrainerConfig
 from practicum.engines.base import SamplingParams
+from practicum.envs.base import Domain, Environment
 from practicum.envs.toy import ToyDomain, word_score
 from practicum.errors import CheckpointError, StoreError
 from practicum.loop import build_samples, evaluate, train
-from practicum.models import resolve_model
-from practicum.records import Message
 from practicum.rollout import run_groups
 from practicum.store import Store
-from practicum.testing import TINY_WORDS, tiny_vocab
 from practicum.trainer import Sample, Trainer
 
 
@@ -42,60 +39,13 @@ def test_toy_word_score():
 
 
 def test_toy_tasks_are_pure_functions_of_index():
-    """train_task(i) depends on (seed, i) only; eval tasks cover every target."""
+    """The toy domain implements the protocols; train_task(i) depends on (seed, i) only; eval
+    tasks cover every target."""
     a, b = ToyDomain(seed=1), ToyDomain(seed=1)
+    assert isinstance(a, Domain) and isinstance(a.make_env(), Environment)
     assert [a.source.train_task(i) for i in range(20)] == [b.source.train_task(i) for i in range(20)]
     assert {t.target for t in a.source.eval_tasks()} == {"seven", "three"}
     assert {a.source.train_task(i).target for i in range(50)} == {"seven", "three"}
-
-
-def test_tiny_checkpoint_renders_chats_without_unknown_tokens(tiny_model_path):
-    """The tiny checkpoint is a model folder like any other; the chat template and word-level
-    tokenizer render every toy prompt to known ids, append-only across turns."""
-    assert resolve_model(str(tiny_model_path)) == tiny_model_path
-    engine = _engine(tiny_model_path)
-    unk = engine.tokenizer.unk_token_id
-    vocab = tiny_vocab()
-    msgs = [Message(role="system", content="say the word"), Message(role="user", content="say seven")]
-    ids = engine.chat_ids(msgs)
-    assert unk not in ids
-    assert ids[:2] == [vocab["<|im_start|>"], vocab["system"]]
-    assert ids[-2:] == [vocab["<|im_start|>"], vocab["assistant"]]
-    assert engine.decode(ids) == "system say the word user say seven assistant"
-    # a reply followed by the environment's next message extends the context exactly
-    reply = [vocab["seven"], vocab["seven"], vocab["<|im_end|>"]]
-    later = [*msgs, Message(role="assistant", content="seven seven")]
-    new = [Message(role="user", content="please say seven")]
-    assert ids + reply + engine.append_ids(later, new) == engine.chat_ids(later + new)
-    assert engine.stop_token_ids == [vocab["<|im_end|>"]]
-    for task in ToyDomain(targets=TINY_WORDS[6:]).source.eval_tasks():
-        assert unk not in engine.chat_ids(task.prompt)
-
-
-def test_sampling_is_seeded_and_logprobs_match_the_trainer(tiny_model_path):
-    """Same seed, same samples; greedy is deterministic; and the engine's behaviour log-probs are
-    the trainer's log-probs of the same tokens (both fp32), so the ids line up exactly."""
-    engine = _engine(tiny_model_path)
-    prompt = engine.chat_ids([Message(role="user", content="say seven")])
-    prompts = [prompt, prompt[:-4] + prompt[-2:], prompt]
-    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
-    a = asyncio.run(engine.generate(prompts, params))
-    b = asyncio.run(engine.generate(prompts, params))
-    assert [c.ids for c in a] == [c.ids for c in b]
-    assert a[0].ids != a[2].ids or a[0].ids != asyncio.run(engine.generate(prompts, SamplingParams(
-        max_new_tokens=8, temperature=1.0, seed=12)))[0].ids  # the seed matters
-    greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
-    g1, g2 = (asyncio.run(engine.generate([prompt], greedy))[0] for _ in range(2))
-    assert g1.ids == g2.ids
-    for c in a:
-        assert len(c.ids) == len(c.logprobs) > 0 and all(lp <= 0 for lp in c.logprobs)
-        assert (c.finish_reason == "stop") == (c.ids[-1] == engine.tokenizer.eos_token_id)
-    trainer = _trainer(tiny_model_path, lr=1e-9)
-    samples = [Sample(p + c.ids, [0] * len(p) + [1] * len(c.ids), [0.0] * len(p) + c.logprobs, 1.0)
-               for p, c in zip(prompts, a)]
-    stats = trainer.update(samples)
-    assert stats["tokens_trained"] == sum(len(c.ids) for c in a)
-    assert stats["logp_mismatch"] < 1e-4
 
 
 def test_micro_batching_does_not_change_the_loss(tiny_model_path):
@@ -250,31 +200,11 @@ def test_full_export_is_accepted_by_the_engine(tiny_model_path):
 # --- the real loop (practicum.loop.train) on the tiny model -----------------------------------
 
 
-@pytest.fixture
-def tiny_run_config(tmp_path, tiny_model_path):
-    """A run config for the tiny model on a JSONL domain whose questions use its vocabulary."""
-    rows = [{"question": f"say {d}", "answer": d} for d in "0123456789"]
-    (tmp_path / "say.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    config = {
-        "run": {"name": "tiny", "seed": 1, "steps": 4, "checkpoint_every": 2, "keep_checkpoints": 2},
-        "model": {"name": str(tiny_model_path), "engine_dtype": "float32"},
-        "domains": [{"name": "say", "source": {"kind": "jsonl", "path": "say.jsonl", "eval_fraction": 0.3},
-                     "system_prompt": "", "reward": {"strict": 0.0, "lenient": 1.0, "format": 0.0}}],
-        "rollout": {"prompts_per_step": 3, "group_size": 6, "max_new_tokens": 6, "temperature": 1.0},
-        "trainer": {"lr": 0.01, "autocast_dtype": "none"},
-        "eval": {"before": False, "after": False, "max_new_tokens": 6},
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-
-    def load(run_dir, *overrides):
-        return load_config(path, [f"run.dir={tmp_path / run_dir}", *overrides])
-
-    return load
-
-
-def _final_weights(run_dir, step: int) -> dict[str, torch.Tensor]:
-    return load_file(str(run_dir / "checkpoints" / f"step_{step:06d}" / "model.safetensors"))
+def _policy_weights(run_dir, step: int) -> dict[str, torch.Tensor]:
+    """The trained weights of a checkpoint: full weights, or the LoRA adapter."""
+    ckpt = run_dir / "checkpoints" / f"step_{step:06d}"
+    full = ckpt / "model.safetensors"
+    return load_file(str(full if full.is_file() else ckpt / "adapter" / "adapter_model.safetensors"))
 
 
 def _train_groups(run_dir, step: int):
@@ -286,30 +216,68 @@ def _train_groups(run_dir, step: int):
         store.close()
 
 
-def test_resume_equals_an_uninterrupted_run(tiny_run_config, tiny_model_path):
-    """4 steps straight vs 2 steps, then resume to 4: the same tasks, samples, rewards and
-    final weights, bit for bit."""
-    quiet = lambda _msg: None  # noqa: E731
-    straight = train(tiny_run_config("straight"), log=quiet)
-    assert straight.steps_done == 4 and len(straight.history) == 4
-    assert any(m["samples_trained"] > 0 for m in straight.history)
+class Crash(Exception):
+    """Stands for the process dying in the middle of a step."""
 
-    first = train(tiny_run_config("resumed", "run.steps=2"), log=quiet)
-    assert first.steps_done == 2
-    second = train(tiny_run_config("resumed"), resume=True, log=quiet)
+
+@pytest.mark.parametrize("mode, interruption", [("full", "stopped"), ("full", "crashed"), ("lora", "stopped")])
+def test_resume_equals_an_uninterrupted_run(tiny_run_config, tiny_model_path, monkeypatch, mode, interruption):
+    """4 steps straight vs a run interrupted after step 2 (stopped cleanly, or crashed inside
+    step 3 after its groups were stored) and resumed to 4: the same tasks, samples, rewards
+    and final weights, bit for bit."""
+    quiet = lambda _msg: None  # noqa: E731
+    mode_set = f"trainer.mode={mode}"
+    straight = train(tiny_run_config("straight", mode_set), log=quiet)
+    assert straight.steps_done == 4 and len(straight.history) == 4
+    assert any(m["samples_trained"] > 0 for m in straight.history[2:])  # steps 3-4 do train
+
+    if interruption == "stopped":
+        first = train(tiny_run_config("resumed", mode_set, "run.steps=2"), log=quiet)
+        assert first.steps_done == 2
+    else:
+        real_update, calls = Trainer.update, []
+
+        def crash_in_step_3(self, samples):
+            calls.append(1)
+            if len(calls) == 3:
+                raise Crash
+            return real_update(self, samples)
+
+        monkeypatch.setattr(Trainer, "update", crash_in_step_3)
+        with pytest.raises(Crash):
+            train(tiny_run_config("resumed", mode_set), log=quiet)
+        monkeypatch.setattr(Trainer, "update", real_update)
+        assert _train_groups(straight.run_dir.parent / "resumed", 3)  # the crash left step 3 behind
+    second = train(tiny_run_config("resumed", mode_set), resume=True, log=quiet)
     assert [m["policy_version"] for m in second.history] == [m["policy_version"] for m in straight.history[2:]]
 
-    a, b = _final_weights(straight.run_dir, 4), _final_weights(second.run_dir, 4)
+    a, b = _policy_weights(straight.run_dir, 4), _policy_weights(second.run_dir, 4)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    initial = load_file(str(tiny_model_path / "model.safetensors"))
-    shared = a.keys() & initial.keys()  # tied embeddings are saved under one of their names
-    assert shared and any(not torch.equal(a[k], initial[k]) for k in shared)  # the run did train
+    if mode == "full":
+        initial = load_file(str(tiny_model_path / "model.safetensors"))
+        shared = a.keys() & initial.keys()  # tied embeddings are saved under one of their names
+        assert shared and any(not torch.equal(a[k], initial[k]) for k in shared)  # the run did train
+    else:
+        assert any("lora_B" in k and a[k].abs().sum() > 0 for k in a)  # B starts at 0: it trained
     for step in (1, 2, 3, 4):
-        assert _train_groups(straight.run_dir, step) == _train_groups(second.run_dir, step)
-        assert _train_groups(straight.run_dir, step)
-    assert [m["loss"] for m in straight.history[2:] if "loss" in m] == [m["loss"] for m in second.history if "loss" in m]
+        groups = _train_groups(straight.run_dir, step)
+        assert groups and groups == _train_groups(second.run_dir, step)
+    assert [m.get("loss") for m in straight.history[2:]] == [m.get("loss") for m in second.history]
     # the kept checkpoints are the latest two
     assert sorted(p.name for p in (second.run_dir / "checkpoints").iterdir()) == ["step_000002", "step_000004"]
+
+
+def test_same_seed_same_lora_run(tiny_run_config):
+    """run.seed fixes the whole run: two LoRA runs with the same config, one after the other in
+    one process, write the same adapter (its random initialisation included)."""
+    quiet = lambda _msg: None  # noqa: E731
+    first = train(tiny_run_config("one", "trainer.mode=lora", "run.steps=1"), log=quiet)
+    torch.rand(1)  # anything else in the process that draws from torch's global RNG
+    second = train(tiny_run_config("two", "trainer.mode=lora", "run.steps=1"), log=quiet)
+    a, b = _policy_weights(first.run_dir, 1), _policy_weights(second.run_dir, 1)
+    assert a.keys() == b.keys()
+    differing = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not differing, differing[:3]
 
 
 def test_run_folder_guards(tiny_run_config):
@@ -339,3 +307,38 @@ def test_train_evaluates_before_and_after(tiny_run_config):
     assert len(store.groups(kind="eval")) == 6
     assert [k for _, k, _ in store.metrics()] == ["eval", "train", "eval"]
     store.close()
+
+
+@pytest.mark.parametrize("mode", ["full", "lora"])
+def test_checkpoint_weights_load_into_an_engine(tiny_run_config, tiny_model_path, mode):
+    """load_checkpoint_weights gives the base model folder and the policy's weights (LoRA
+    merged); an engine loaded with them holds exactly what the trainer would publish."""
+    from practicum.engines.hf import HFEngine
+    from practicum.loop import load_checkpoint_weights
+
+    cfg = tiny_run_config("ck", f"trainer.mode={mode}", "run.steps=2")
+    res = train(cfg, log=lambda _m: None)
+    assert any(m["samples_trained"] > 0 for m in res.history)
+    ckpt = res.run_dir / "checkpoints" / "step_000002"
+    base, weights = load_checkpoint_weights(ckpt)
+    assert base == tiny_model_path
+    engine = HFEngine(base, dtype=torch.float32)
+    engine.load_weights(weights, 1)
+
+    trainer = Trainer(tiny_model_path, cfg.trainer, cfg.algorithm)
+    trainer.load(ckpt)
+    published = trainer.export_weights()
+    own = engine.model.state_dict()
+    assert set(published) == set(own)
+    for k, v in published.items():
+        torch.testing.assert_close(own[k], v, rtol=1e-6, atol=1e-6, msg=k)
+    initial = HFEngine(tiny_model_path, dtype=torch.float32).model.state_dict()
+    assert any(not torch.equal(initial[k], own[k]) for k in own)  # the checkpoint is not the base
+
+
+def test_checkpoint_weights_of_a_non_checkpoint_is_refused(tmp_path):
+    """A folder that is not a training checkpoint raises CheckpointError naming it."""
+    from practicum.loop import load_checkpoint_weights
+
+    with pytest.raises(CheckpointError, match="not a checkpoint"):
+        load_checkpoint_weights(tmp_path)

@@ -15,6 +15,10 @@ domain's are). Decoding joins tokens with single spaces.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ("<unk>", "<|im_start|>", "<|im_end|>")
 ROLE_WORDS = ("system", "user", "assistant", "tool")
@@ -39,16 +43,17 @@ def tiny_vocab() -> dict[str, int]:
     return {t: i for i, t in enumerate(tokens)}
 
 
-def make_tiny_tokenizer():  # -> transformers.PreTrainedTokenizerFast
+def make_tiny_tokenizer() -> PreTrainedTokenizerFast:
     """A whitespace-split word-level tokenizer over :func:`tiny_vocab` with the chat template."""
-    from tokenizers import Tokenizer, decoders
+    from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(WordLevel(vocab=tiny_vocab(), unk_token="<unk>"))
-    tok.pre_tokenizer = WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+    tok.pre_tokenizer = WhitespaceSplit()  # no decoder: decoding joins tokens with single spaces
+    # The four tokens named here become special tokens, matched before whitespace splitting, so
+    # "<|im_start|>user" is two tokens and the template needs no spaces around them.
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="<unk>",
@@ -56,8 +61,6 @@ def make_tiny_tokenizer():  # -> transformers.PreTrainedTokenizerFast
         eos_token="<|im_end|>",
         pad_token="<|im_end|>",
     )
-    # The special tokens must be matched before whitespace splitting ("<|im_start|>user").
-    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
