@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -31,8 +31,8 @@ def _fail(e: Exception) -> None:
 
 @app.command()
 def train(
-    config: Annotated[Optional[Path], typer.Argument(help="Run config (YAML).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field: section.field=value (repeatable).")] = None,
+    config: Annotated[Path | None, typer.Argument(help="Run config (YAML).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field: section.field=value (repeatable).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in run.dir from its latest checkpoint.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Delete an existing run in run.dir and start again.")] = False,
     help_config: Annotated[bool, typer.Option("--help-config", help="List every config field and exit.")] = False,
@@ -77,10 +77,10 @@ def train(
 @app.command("eval")
 def eval_(
     config: Annotated[Path, typer.Argument(help="Config naming the domains (and their held-out sets) to evaluate on.")],
-    model: Annotated[Optional[str], typer.Option(help="Model name or checkpoint folder (default: the config's model).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option(help="A training checkpoint folder (runs/X/checkpoints/step_N).")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Evaluate at most N tasks per domain.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a config field.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name or checkpoint folder (default: the config's model).")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="A training checkpoint folder (runs/X/checkpoints/step_N).")] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate at most N tasks per domain.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Evaluate a model or checkpoint on held-out tasks: accuracy per domain (greedy)."""

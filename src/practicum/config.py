@@ -146,7 +146,7 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> N
                 node = node[int(k)]
                 continue
             except (ValueError, IndexError):
-                raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a valid list index")
+                raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a valid list index") from None
         node = node.setdefault(k, {})
         if not isinstance(node, (dict, list)):
             raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a section")
@@ -155,7 +155,7 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> N
         try:
             node[int(last)] = value
         except (ValueError, IndexError):
-            raise ConfigError(f"{source}: override {dotted!r}: {last} is not a valid list index")
+            raise ConfigError(f"{source}: override {dotted!r}: {last} is not a valid list index") from None
     else:
         node[last] = value
 

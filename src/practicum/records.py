@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -75,7 +75,7 @@ class Turn(BaseModel):
     gen_seconds: float = 0.0
 
 
-class EpisodeState(str, Enum):
+class EpisodeState(StrEnum):
     running = "running"
     done = "done"
     failed = "failed"
@@ -127,7 +127,7 @@ class Episode(BaseModel):
         return ids, mask, logps
 
 
-class GroupState(str, Enum):
+class GroupState(StrEnum):
     """Lifecycle of a group in the store."""
 
     pending = "pending"  # scheduled, rollouts not finished
