@@ -50,7 +50,7 @@ def test_tiny_checkpoint_renders_chats_without_unknown_tokens(tiny_model_path):
     new = [Message(role="user", content="please say seven")]
     assert ids + reply + engine.append_ids(later, new) == engine.chat_ids(later + new)
     assert engine.stop_token_ids == [vocab["<|im_end|>"]]
-    for task in ToyDomain(targets=TINY_WORDS[6:]).source.eval_tasks():
+    for task in ToyDomain(targets=TINY_WORDS, eval_size=len(TINY_WORDS)).source.eval_tasks():
         assert unk not in engine.chat_ids(task.prompt)
 
 

@@ -108,3 +108,13 @@ def test_tiny_model_is_deterministic(tmp_path):
     assert torch.equal(torch.get_rng_state(), state)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], c[k]) for k in a)
+
+
+def test_a_sample_without_generated_tokens_is_ignored(tiny_model_path):
+    """A sample whose mask is all 0 (an engine returned an empty completion) carries no
+    gradient: the update trains on the others instead of crashing while packing it."""
+    tr = _trainer(tiny_model_path)
+    empty = Sample([1, 4, 7, 20], [0, 0, 0, 0], [0.0] * 4, 1.0)
+    stats = tr.update([empty, *SAMPLES])
+    assert stats["tokens_trained"] == sum(sum(s.mask) for s in SAMPLES)
+    assert stats["skipped"] == 0.0

@@ -64,7 +64,7 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     Non-negative, unbiased, low variance. [B, T] -> [B, T].
     """
     d = ref_logp - logp
-    return torch.exp(d) - d - 1.0
+    return torch.expm1(d) - d  # expm1(d) >= d exactly in floating point, so never negative
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,9 @@ class SourceSection(_Strict):
 
 
 class RewardSection(_Strict):
-    strict: float = Field(0.5, ge=0, description="Weight of a right answer in the requested format.")
+    strict: float = Field(0.7, ge=0, description="Weight of a right answer in the requested format.")
     lenient: float = Field(0.3, ge=0, description="Weight of a right answer read leniently (last number).")
-    format: float = Field(0.2, ge=0, description="Weight of using the requested format at all.")
+    format: float = Field(0.0, ge=0, description="Weight of using the requested format at all, right or wrong. Default 0: a format-only reward was gamed by echoing the instruction (see docs/quickstart.md).")
 
 
 class DomainSection(_Strict):
@@ -160,16 +160,16 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> N
         node[last] = value
 
 
-def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
+def parse_overrides(overrides: list[str], source: str = "<overrides>") -> list[tuple[str, Any]]:
     out = []
     for o in overrides:
         if "=" not in o:
-            raise ConfigError(f"override {o!r} must look like section.field=value")
+            raise ConfigError(f"{source}: override {o!r} must look like section.field=value")
         k, v = o.split("=", 1)
         try:
             out.append((k.strip(), yaml.safe_load(v)))
         except yaml.YAMLError as e:
-            raise ConfigError(f"override {o!r}: value is not valid YAML ({e})") from e
+            raise ConfigError(f"{source}: override {o!r}: value is not valid YAML ({e})") from e
     return out
 
 
@@ -186,7 +186,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> RunConf
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
-    for k, v in parse_overrides(overrides or []):
+    for k, v in parse_overrides(overrides or [], str(path)):
         _set_dotted(raw, k, v, str(path))
     return validate_config(raw, str(path), base_dir=path.parent)
 

@@ -149,6 +149,7 @@ class Run:
         model_path = self.model_path = resolve_model(cfg.model.name)
         dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
         self.engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+        torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         self.trainer = Trainer(model_path, cfg.trainer, cfg.algorithm, device=cfg.model.device)
         self.store = Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
@@ -225,7 +226,7 @@ class Run:
             g.step = step
             self.store.add_group(g, step)
         samples, uniform = build_samples(groups, cfg.algorithm.advantage)
-        stats = self.trainer.update(samples)
+        stats = self.trainer.update(samples, temperature=cfg.rollout.temperature or 1.0)
         if not stats["skipped"]:
             self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
         self.store.set_group_state([g.id for g in groups], GroupState.trained)

@@ -38,9 +38,12 @@ def extract_answer(reply: str) -> Extracted:
 class RewardWeights:
     """How the named components combine into the score value (weights are normalised)."""
 
-    strict: float = 0.5  # the answer, in the requested format, is right
+    strict: float = 0.7  # the answer, in the requested format, is right
     lenient: float = 0.3  # the answer is right when read leniently
-    format: float = 0.2  # the requested format was used
+    # The requested format was used, right answer or not. Off by default: with weight 0.2 the
+    # embedded model learned within 10 steps to echo the system prompt (which shows the tag
+    # format) for a sure 0.2, and its accuracy collapsed to 0.
+    format: float = 0.0
 
     def combine(self, components: dict[str, float]) -> float:
         total = self.strict + self.lenient + self.format

@@ -155,10 +155,12 @@ class Trainer:
         self.version = 0
 
     # --- the update ------------------------------------------------------------------------
-    def update(self, samples: list[Sample]) -> dict[str, float]:
+    def update(self, samples: list[Sample], temperature: float = 1.0) -> dict[str, float]:
+        """One GRPO update. ``temperature`` is the rollouts' sampling temperature: the policy
+        being optimised is the tempered one, so its log-probs are computed at that temperature."""
         t0 = time.perf_counter()
         algo = self.algo
-        keep = [s for s in samples if algo.kl_coef > 0 or abs(s.advantage) > 1e-8]
+        keep = [s for s in samples if any(s.mask) and (algo.kl_coef > 0 or abs(s.advantage) > 1e-8)]
         stats: dict[str, float] = {
             "samples": float(len(samples)),
             "samples_trained": float(len(keep)),
@@ -173,13 +175,13 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         for mb in self._micro_batches(keep):
             mb = mb.to(self.device)
-            logp = self._token_logprobs(self.model, mb)  # [S, T]
+            logp = self._token_logprobs(self.model, mb, temperature)  # [S, T]
             tmask = mb.mask
             old_logp = logp.detach()  # on-policy: one update per batch of rollouts
             per_tok, clipped = A.clipped_surrogate(logp, old_logp, mb.advantages, algo.clip_low, algo.clip_high)
             if self.ref_model is not None:
                 with torch.no_grad():
-                    ref_logp = self._token_logprobs(self.ref_model, mb)
+                    ref_logp = self._token_logprobs(self.ref_model, mb, temperature)
                 kl = A.kl_k3(logp, ref_logp)
                 per_tok = per_tok + algo.kl_coef * kl
                 totals["kl"] += float((kl.detach() * tmask).sum())
@@ -208,7 +210,7 @@ class Trainer:
         )
         return stats
 
-    def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch) -> torch.Tensor:
+    def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
         """Log-probs [S, T] of the continuation tokens. The vocabulary projection is applied
         only at the positions that predict a trained token, not at every prompt position: it is
         a fifth of the model's FLOPs and its [positions, V] output dominates activation memory."""
@@ -217,6 +219,8 @@ class Trainer:
             hidden = core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
             picked = hidden.reshape(-1, hidden.shape[-1])[mb.pred_index]  # [S, T, H]
             logits = core.lm_head(picked)  # [S, T, V]
+        if temperature > 0 and temperature != 1.0:
+            logits = logits / temperature
         return A.token_logprobs(logits, mb.targets)
 
     def _autocast(self):

@@ -136,7 +136,8 @@ class HFEngine:
         gen = None
         if params.temperature > 0:
             gen = torch.Generator(device=self.device)
-            gen.manual_seed((params.seed if params.seed is not None else torch.seed() % 2**31) + offset)
+            base = params.seed if params.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
+            gen.manual_seed(base + offset)
         stops = torch.tensor(self.stop_token_ids, device=self.device)
         out_ids: list[list[int]] = [[] for _ in range(batch)]
         out_logp: list[list[float]] = [[] for _ in range(batch)]

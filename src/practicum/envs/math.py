@@ -157,12 +157,10 @@ class JsonlMathSource:
     def correct(self, task: Task, answer: str | None) -> bool:
         if answer is None:
             return False
-        from math_verify import parse, verify
+        from math_verify import verify
 
-        gold = parse(str(task.target))
-        pred = parse(answer)
-        if not pred:  # plain numbers or words not wrapped in $...$
-            pred = parse(f"${answer}$")
+        gold = _parse_math(str(task.target))
+        pred = _parse_math(answer)
         return bool(gold and pred and verify(gold, pred))
 
 
@@ -202,6 +200,19 @@ class MathDomain:
 
     def make_env(self) -> MathEnv:
         return MathEnv(self.name, self.source, self.weights)
+
+
+def _parse_math(text: str) -> list:
+    """Parse an answer with math-verify. Bare LaTeX (``2\\sqrt{3}``) is only read as LaTeX
+    inside math delimiters, so wrap it; fall back to a plain parse."""
+    from math_verify import parse
+
+    text = text.strip()
+    if not any(d in text for d in ("$", "\\(", "\\[")):
+        parsed = parse(f"${text}$")
+        if parsed:
+            return parsed
+    return parse(text)
 
 
 def _jsonable(entry: dict[str, Any]) -> dict[str, Any]:
