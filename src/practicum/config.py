@@ -62,12 +62,18 @@ class RewardSection(_Strict):
     format: float = Field(0.0, ge=0, description="Weight of using the requested format at all, right or wrong. Default 0: a format-only reward was gamed by echoing the instruction (see docs/quickstart.md).")
 
 
+class ExampleSection(_Strict):
+    question: str = Field(..., description="An example question, as the user turn.")
+    reply: str = Field(..., description="The reply to show for it, in the requested format.")
+
+
 class DomainSection(_Strict):
     name: str = Field(..., description="Domain name, used in metrics and the store.")
     env: Literal["math"] = Field("math", description="Environment kind.")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this domain.")
     source: SourceSection
     system_prompt: str | None = Field(None, description="System prompt (default: the environment's).")
+    examples: list[ExampleSection] = Field(default_factory=list, description="Worked examples shown before each question as earlier turns (few-shot).")
     reward: RewardSection = Field(default_factory=RewardSection)
     eval_size: int = Field(200, ge=1, description="Held-out problems used for evaluation.")
     eval_seed: int = Field(10_000_019, description="Seed of the held-out set (disjoint questions from training).")

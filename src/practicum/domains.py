@@ -21,12 +21,14 @@ def build_domain(d: DomainSection, seed: int, base_dir: str | Path = ".") -> Dom
 
         system = DEFAULT_SYSTEM_PROMPT if d.system_prompt is None else d.system_prompt
         weights = RewardWeights(d.reward.strict, d.reward.lenient, d.reward.format)
+        examples = [(e.question, e.reply) for e in d.examples]
         if d.source.kind == "reasoning_gym":
-            src = ReasoningGymSource(d.name, d.source.dataset or "", d.source.params, system, seed, d.eval_seed, d.eval_size)
+            src = ReasoningGymSource(d.name, d.source.dataset or "", d.source.params, system, seed, d.eval_seed,
+                                     d.eval_size, examples=examples)
         else:
             path = Path(d.source.path or "")
             if not path.is_absolute():
                 path = Path(base_dir) / path
-            src = JsonlMathSource(d.name, path, system, seed, d.source.eval_fraction)  # type: ignore[assignment]
+            src = JsonlMathSource(d.name, path, system, seed, d.source.eval_fraction, examples)  # type: ignore[assignment]
         return MathDomain(d.name, src, weights)
     raise ConfigError(f"domain {d.name!r}: unknown env {d.env!r}")

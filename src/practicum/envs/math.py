@@ -32,6 +32,15 @@ DEFAULT_SYSTEM_PROMPT = (
 _SKIP_STRIDE = 1_000_003  # offset to the next candidate when a training question is held out
 
 
+def preamble(system_prompt: str, examples: list[tuple[str, str]] | None) -> list[Message]:
+    """The messages before the question: the system prompt, then worked examples as earlier
+    user/assistant turns (few-shot)."""
+    out = [Message(role="system", content=system_prompt)] if system_prompt else []
+    for question, reply in examples or []:
+        out += [Message(role="user", content=question), Message(role="assistant", content=reply)]
+    return out
+
+
 class ReasoningGymSource:
     """Tasks from a reasoning-gym generator; a pure function of (seed, index)."""
 
@@ -44,6 +53,7 @@ class ReasoningGymSource:
         seed: int,
         eval_seed: int,
         eval_size: int,
+        examples: list[tuple[str, str]] | None = None,
     ) -> None:
         import reasoning_gym
 
@@ -51,7 +61,7 @@ class ReasoningGymSource:
             raise TaskError(f"reasoning-gym has no generator {dataset!r}")
         self.domain = domain
         self.dataset_name = dataset
-        self.system_prompt = system_prompt
+        self.preamble = preamble(system_prompt, examples)
         self.seed = seed
         self.eval_seed = eval_seed
         self.eval_size = eval_size
@@ -62,9 +72,7 @@ class ReasoningGymSource:
             raise TaskError(f"reasoning-gym {dataset!r} rejects params {params}: {e}") from e
 
     def _task(self, entry: dict[str, Any], split: str, index: int) -> Task:
-        prompt = [Message(role="user", content=entry["question"])]
-        if self.system_prompt:
-            prompt.insert(0, Message(role="system", content=self.system_prompt))
+        prompt = [*self.preamble, Message(role="user", content=entry["question"])]
         return Task(
             id=f"{self.dataset_name}/{split}/{index}",
             domain=self.domain,
@@ -111,9 +119,10 @@ class ReasoningGymSource:
 class JsonlMathSource:
     """Free-form math problems from a JSONL file, scored with math-verify."""
 
-    def __init__(self, domain: str, path: Path, system_prompt: str, seed: int, eval_fraction: float) -> None:
+    def __init__(self, domain: str, path: Path, system_prompt: str, seed: int, eval_fraction: float,
+                 examples: list[tuple[str, str]] | None = None) -> None:
         self.domain = domain
-        self.system_prompt = system_prompt
+        self.preamble = preamble(system_prompt, examples)
         self.seed = seed
         rows = []
         try:
@@ -137,9 +146,7 @@ class JsonlMathSource:
         self._train = [self._task(r, "train", i) for i, r in enumerate(rows[n_eval:])] or self._eval
 
     def _task(self, row: dict[str, Any], split: str, i: int) -> Task:
-        prompt = [Message(role="user", content=row["question"])]
-        if self.system_prompt:
-            prompt.insert(0, Message(role="system", content=self.system_prompt))
+        prompt = [*self.preamble, Message(role="user", content=row["question"])]
         return Task(id=str(row.get("id", f"{split}/{i}")), domain=self.domain, prompt=prompt,
                     target=str(row["answer"]), metadata={"source": "jsonl"})
 
