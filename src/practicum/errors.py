@@ -18,6 +18,7 @@ Tree::
     ├── TaskError              a task file or generator is malformed
     ├── StoreError             the run folder or its SQLite store cannot be used
     ├── CheckpointError        a checkpoint is missing, partial or from another run
+    ├── SandboxError           a sandbox backend cannot work here, or a path escapes a workspace
     └── RolloutFailure         a failure of one episode (recorded, never fatal)
         ├── ModelOutputFailure the model's output is not what was asked
         ├── EnvironmentFailure the environment or a tool failed on this episode
@@ -49,6 +50,11 @@ class StoreError(PracticumError):
 
 class CheckpointError(PracticumError):
     """A checkpoint is missing, incomplete, or does not belong to this run."""
+
+
+class SandboxError(PracticumError):
+    """A sandbox backend cannot be used here, or a request is invalid (a path that escapes the
+    workspace). What a sandboxed *program* does is never an exception: see ExecResult."""
 
 
 class RolloutFailure(PracticumError):
