@@ -10,6 +10,7 @@ import torch
 
 from practicum.config import AlgorithmConfig, TrainerConfig
 from practicum.engines.base import SamplingParams
+from practicum.engines.hf import HFEngine
 from practicum.envs.toy import ToyDomain
 from practicum.models import resolve_model
 from practicum.records import Message
@@ -174,3 +175,31 @@ def test_multi_turn_group_log_probs_match_the_trainer(tiny_model_path, budget):
     stats = trainer.update(samples)
     assert stats["tokens_trained"] == sum(len(t.completion_ids) for e in episodes for t in e.turns)
     assert stats["logp_mismatch"] < 1e-4
+
+
+def test_real_template_continuation_keeps_the_newline_after_end_of_turn():
+    """With the embedded model's ChatML template, a tool/user message appended after a reply
+    gives exactly the ids of rendering the whole conversation: the newline the template puts
+    after <|im_end|> is not lost, and the generated ids are kept as they were."""
+    from transformers import AutoTokenizer
+
+    from practicum.models import cached_path, is_checkpoint
+
+    path = cached_path("smollm2-135m-instruct")
+    if not is_checkpoint(path):
+        pytest.skip("embedded model not prepared (make setup prepares it)")
+    engine = HFEngine.__new__(HFEngine)  # only the tokenizer is needed: skip loading weights
+    engine.tokenizer = AutoTokenizer.from_pretrained(path)
+    msgs = [Message(role="system", content="be brief"), Message(role="user", content="2 + 2 =")]
+    ids = engine.chat_ids(msgs)
+    reply_text = "4\n<answer>4</answer>"
+    reply = engine.tokenizer(reply_text, add_special_tokens=False).input_ids + [engine.tokenizer.eos_token_id]
+    later = [*msgs, Message(role="assistant", content=reply_text)]
+    new = [Message(role="user", content="and 3 + 3?")]
+    extended = ids + reply + engine.append_ids(later, new, ids + reply)
+    assert extended == engine.chat_ids(later + new)
+    # a reply cut off at the token limit (no end-of-turn token) is closed by the continuation
+    cut = engine.tokenizer("4\n<answer>", add_special_tokens=False).input_ids
+    later_cut = [*msgs, Message(role="assistant", content="4\n<answer>")]
+    tail = engine.append_ids(later_cut, new, ids + cut)
+    assert engine.tokenizer.decode(tail).startswith("<|im_end|>\n<|im_start|>user")

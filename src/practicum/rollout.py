@@ -96,7 +96,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
         await x.env.close()
         return
     if not last_turn:
-        x.ids = x.ids + engine.append_ids(ep.messages, obs.messages)
+        x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids)
     ep.messages.extend(obs.messages)
 
 

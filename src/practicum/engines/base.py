@@ -46,8 +46,9 @@ class Engine(Protocol):
         """Render a conversation with the model's chat template, ending with the assistant cue."""
         ...
 
-    def append_ids(self, messages: list[Message], new: list[Message]) -> list[int]:
-        """The ids that extend ``messages`` (already rendered) by ``new`` and the assistant cue."""
+    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
+        """The ids that extend ``messages`` (already rendered as ``context_ids``) by ``new`` and
+        the assistant cue."""
         ...
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:

@@ -69,13 +69,23 @@ class HFEngine:
         text = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
-    def append_ids(self, messages: list[Message], new: list[Message]) -> list[int]:
-        # Render the longer conversation as text and tokenise only the suffix beyond the
-        # previous rendering (without its assistant cue): earlier ids are never re-tokenised.
-        before = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False)
+    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
+        """Ids that extend a conversation by ``new`` messages and the assistant cue.
+
+        Earlier ids are never re-tokenised: the longer conversation is rendered as text and only
+        the part beyond what the context already holds is tokenised. ``context_ids`` (the ids the
+        model actually saw and generated) make this exact where the template adds text after a
+        reply's end-of-turn token (ChatML's newline after ``<|im_end|>``), and close a reply that
+        was cut off at the token limit.
+        """
         after = self.tokenizer.apply_chat_template(
             _as_dicts(messages + new), tokenize=False, add_generation_prompt=True
         )
+        if context_ids is not None:
+            held = self.tokenizer.decode(context_ids, skip_special_tokens=False)
+            if after.startswith(held):
+                return list(self.tokenizer(after[len(held):], add_special_tokens=False).input_ids)
+        before = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False)
         if not after.startswith(before):
             raise ValueError("chat template does not render conversations append-only")
         return list(self.tokenizer(after[len(before):], add_special_tokens=False).input_ids)

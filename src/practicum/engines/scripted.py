@@ -34,7 +34,7 @@ class ScriptedEngine:
     def chat_ids(self, messages: list[Message]) -> list[int]:
         return list(render(messages).encode())
 
-    def append_ids(self, messages: list[Message], new: list[Message]) -> list[int]:
+    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
         return list(render(new).encode())
 
     def decode(self, ids: list[int]) -> str:
