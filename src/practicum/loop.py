@@ -220,7 +220,8 @@ class Run:
             seed=step_seed(cfg.run.seed, step),
         )
         groups = await run_groups(tasks, cfg.rollout.group_size, lambda t: by_name[t.domain].make_env(),
-                                  self.engine, params, cfg.rollout.max_turns)
+                                  self.engine, params, cfg.rollout.max_turns, cfg.rollout.max_episode_tokens,
+                                  cfg.rollout.max_episode_seconds)
         gen_seconds = time.perf_counter() - t0
         for g in groups:
             g.step = step

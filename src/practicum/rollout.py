@@ -34,21 +34,19 @@ async def run_episodes(
     engine: Engine,
     params: SamplingParams,
     max_turns: int = 1,
+    max_tokens: int | None = None,
+    max_seconds: float | None = None,
 ) -> list[Episode]:
-    """Run one episode per task and return them, in order, each done or failed."""
-    live: list[_Live] = []
-    for task in tasks:
-        env = make_env(task)
-        ep = Episode(task_id=task.id, domain=task.domain)
-        try:
-            obs = await env.reset(task)
-        except RolloutFailure as e:
-            _fail(ep, e)
-            await env.close()
-            live.append(_Live(ep, env, []))
-            continue
-        ep.messages = list(obs.messages)
-        live.append(_Live(ep, env, engine.chat_ids(ep.messages)))
+    """Run one episode per task and return them, in order, each done or failed.
+
+    Limits end an episode cleanly with its reason in ``Episode.info["end_reason"]``:
+    ``turn_limit`` (``max_turns`` model turns), ``token_limit`` (``max_tokens`` generated tokens
+    in all), ``time_limit`` (``max_seconds`` of wall time). An environment that has a
+    ``finish(reason)`` method scores the state reached (a terminal task runs its tests on it);
+    otherwise the episode scores 0.
+    """
+    envs = [make_env(task) for task in tasks]
+    live = list(await asyncio.gather(*(_start(task, env, engine) for task, env in zip(tasks, envs))))
 
     for turn_no in range(max_turns):
         active = [x for x in live if x.episode.state == EpisodeState.running]
@@ -57,15 +55,55 @@ async def run_episodes(
         completions = await engine.generate([x.ids for x in active], params)
         steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, completions)]
         await asyncio.gather(*steps)
+        ends = []
+        for x in active:
+            if x.episode.state != EpisodeState.running:
+                continue
+            generated = sum(len(t.completion_ids) for t in x.episode.turns)
+            if max_tokens is not None and generated >= max_tokens:
+                ends.append(_end(x, "token_limit", f"{generated} tokens generated (limit {max_tokens})"))
+            elif max_seconds is not None and time.time() - x.episode.started_at >= max_seconds:
+                ends.append(_end(x, "time_limit", f"episode ran past {max_seconds} s"))
+        await asyncio.gather(*ends)
 
+    await asyncio.gather(*(_end(x, "turn_limit", f"no final answer in {max_turns} turns")
+                           for x in live if x.episode.state == EpisodeState.running))
     for x in live:
-        if x.episode.state == EpisodeState.running:  # ran out of turns without finishing
-            x.episode.errors.append(EpisodeError(kind="turn_limit", message=f"no final answer in {max_turns} turns"))
-            x.episode.score = Score(value=0.0, explanation="turn limit reached")
-            x.episode.state = EpisodeState.done
-            await x.env.close()
         x.episode.seconds = time.time() - x.episode.started_at
     return [x.episode for x in live]
+
+
+async def _start(task: Task, env: Environment, engine: Engine) -> _Live:
+    ep = Episode(task_id=task.id, domain=task.domain)
+    try:
+        obs = await env.reset(task)
+    except RolloutFailure as e:
+        _fail(ep, e)
+        await env.close()
+        return _Live(ep, env, [])
+    ep.messages = list(obs.messages)
+    return _Live(ep, env, engine.chat_ids(ep.messages))
+
+
+async def _end(x: _Live, reason: str, message: str) -> None:
+    """End a running episode at a limit: let the environment score what was reached."""
+    ep = x.episode
+    ep.errors.append(EpisodeError(kind=reason, message=message))
+    ep.info["end_reason"] = reason
+    finish = getattr(x.env, "finish", None)
+    try:
+        obs = await finish(reason) if finish is not None else None
+    except RolloutFailure as e:
+        _fail(ep, e)
+        await x.env.close()
+        return
+    if obs is not None and obs.score is not None:
+        ep.score = obs.score
+        ep.info.update(obs.info)
+    else:
+        ep.score = Score(value=0.0, explanation=f"{reason}: {message}")
+    ep.state = EpisodeState.done
+    await x.env.close()
 
 
 async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> None:
@@ -89,9 +127,10 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
         _fail(ep, e)
         await x.env.close()
         return
+    ep.info.update(obs.info)
     if obs.done:
         ep.score = obs.score if obs.score is not None else Score(value=0.0, explanation="environment gave no score")
-        ep.info.update(obs.info)
+        ep.info.setdefault("end_reason", "done")
         ep.state = EpisodeState.done
         await x.env.close()
         return
@@ -102,6 +141,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
 
 def _fail(ep: Episode, e: RolloutFailure) -> None:
     ep.errors.append(EpisodeError(kind=e.kind, message=str(e)))
+    ep.info["end_reason"] = "failed"
     ep.score = Score(value=0.0, explanation=f"{e.kind} failure: {e}")
     ep.state = EpisodeState.failed
 
@@ -113,10 +153,12 @@ async def run_groups(
     engine: Engine,
     params: SamplingParams,
     max_turns: int = 1,
+    max_tokens: int | None = None,
+    max_seconds: float | None = None,
 ) -> list[Group]:
     """Roll out ``group_size`` episodes of each task in one batch and return scored groups."""
     flat = [t for t in tasks for _ in range(group_size)]
-    episodes = await run_episodes(flat, make_env, engine, params, max_turns)
+    episodes = await run_episodes(flat, make_env, engine, params, max_turns, max_tokens, max_seconds)
     groups = []
     for i, task in enumerate(tasks):
         eps = episodes[i * group_size:(i + 1) * group_size]

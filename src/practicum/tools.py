@@ -38,6 +38,11 @@ UNCLOSED = re.compile(r"<tool_call>(?!.*</tool_call>)", re.DOTALL)
 ErrorKind = Literal["malformed", "unknown_tool", "bad_arguments", "tool_failed"]
 
 
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should see and can react to (a missing file, a
+    command that cannot run). Any other exception from a tool is a bug and propagates."""
+
+
 @dataclass(frozen=True)
 class ToolCall:
     name: str
