@@ -99,7 +99,7 @@ def test_limits_end_the_episode_cleanly_and_score_the_state():
                            ({"max_turns": 10, "max_seconds": 0.0}, "time_limit")]:
         engine = ScriptedEngine(lambda prompt, i: write)
         env = NotesEnv()
-        [ep] = asyncio.run(run_episodes([TASK], lambda t: env, engine, SamplingParams(max_new_tokens=500), **kwargs))
+        [ep] = asyncio.run(run_episodes([TASK], lambda t, env=env: env, engine, SamplingParams(max_new_tokens=500), **kwargs))
         assert ep.info["end_reason"] == reason, kwargs
         assert [e.kind for e in ep.errors] == [reason]
         assert ep.state == EpisodeState.done and ep.reward == 1.0 and env.closed == 1

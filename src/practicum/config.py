@@ -41,18 +41,18 @@ class ModelSection(_Strict):
 
 
 class SourceSection(_Strict):
-    kind: Literal["reasoning_gym", "jsonl"] = Field(..., description="reasoning_gym: a generator; jsonl: a file of {question, answer}.")
+    kind: Literal["reasoning_gym", "jsonl", "humaneval", "tasks"] = Field(..., description="reasoning_gym: a generator; jsonl: a file of {question, answer} (math) or of code tasks (code); humaneval: the 164 HumanEval problems (code); tasks: code task files or folders (code, see docs/code.md).")
     dataset: str | None = Field(None, description="reasoning_gym: generator name, e.g. chain_sum.")
     params: dict[str, Any] = Field(default_factory=dict, description="reasoning_gym: generator parameters.")
-    path: str | None = Field(None, description="jsonl: task file (relative paths resolve against the config file).")
+    path: str | None = Field(None, description="jsonl/tasks: task file or folder (relative paths resolve against the config file).")
     eval_fraction: float = Field(0.2, ge=0, lt=1, description="jsonl: leading fraction of lines held out for evaluation.")
 
     @model_validator(mode="after")
     def _needs(self) -> SourceSection:
         if self.kind == "reasoning_gym" and not self.dataset:
             raise ValueError("reasoning_gym sources need 'dataset'")
-        if self.kind == "jsonl" and not self.path:
-            raise ValueError("jsonl sources need 'path'")
+        if self.kind in ("jsonl", "tasks") and not self.path:
+            raise ValueError(f"{self.kind} sources need 'path'")
         return self
 
 
@@ -67,9 +67,20 @@ class ExampleSection(_Strict):
     reply: str = Field(..., description="The reply to show for it, in the requested format.")
 
 
+class CodeSection(_Strict):
+    mode: Literal["single", "multi"] = Field("single", description="single: answer once; multi: run code with <python></python> before submitting (set rollout.max_turns > 1).")
+    scoring: Literal["fraction", "all"] = Field("fraction", description="Score = fraction of hidden tests passed, or 1 only when all pass.")
+    sandbox: str = Field("auto", description="Sandbox backend for tool runs and verification (`practicum doctor` lists them).")
+    call_timeout_s: float = Field(5.0, gt=0, description="Most seconds one call of the solution (or its import) may take.")
+    max_runs: int = Field(4, ge=0, description="multi: code runs allowed per episode before the model must submit.")
+    run_timeout_s: float = Field(5.0, gt=0, description="multi: wall time of one code run.")
+    output_chars: int = Field(1500, ge=100, description="multi: most characters of a run's output shown to the model.")
+    concurrency: int = Field(4, ge=1, description="Sandbox sessions kept ready (pool size) for runs and verification.")
+
+
 class DomainSection(_Strict):
     name: str = Field(..., description="Domain name, used in metrics and the store.")
-    env: Literal["math"] = Field("math", description="Environment kind.")
+    env: Literal["math", "code"] = Field("math", description="Environment kind.")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this domain.")
     source: SourceSection
     system_prompt: str | None = Field(None, description="System prompt (default: the environment's).")
@@ -77,6 +88,14 @@ class DomainSection(_Strict):
     reward: RewardSection = Field(default_factory=RewardSection)
     eval_size: int = Field(200, ge=1, description="Held-out problems used for evaluation.")
     eval_seed: int = Field(10_000_019, description="Seed of the held-out set (disjoint questions from training).")
+    code: CodeSection = Field(default_factory=CodeSection, description="env code: environment and verifier settings.")
+
+    @model_validator(mode="after")
+    def _source_fits_env(self) -> DomainSection:
+        kinds = {"math": ("reasoning_gym", "jsonl"), "code": ("humaneval", "tasks", "jsonl")}.get(self.env)
+        if kinds is not None and self.source.kind not in kinds:
+            raise ValueError(f"env {self.env!r} takes sources of kind {', '.join(kinds)}, not {self.source.kind!r}")
+        return self
 
 
 class RolloutSection(_Strict):
@@ -86,6 +105,8 @@ class RolloutSection(_Strict):
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
     max_new_tokens: int = Field(64, ge=1, description="Most tokens per model turn.")
     max_turns: int = Field(1, ge=1, description="Most model turns per episode.")
+    max_episode_tokens: int | None = Field(None, ge=1, description="Most generated tokens per episode, all turns together (None: no limit).")
+    max_episode_seconds: float | None = Field(None, gt=0, description="Most wall time per episode (None: no limit).")
 
 
 class AlgorithmConfig(_Strict):
