@@ -121,16 +121,17 @@ class RssSampler:
 
 
 # --- sides as subprocesses ----------------------------------------------------------------------
-def run_side(name: str, argv: Sequence[str], result_file: Path) -> dict[str, Any]:
+def run_side(name: str, argv: Sequence[str], result_file: Path, cpus: set[int] | None = None) -> dict[str, Any]:
     """Run one side (``python script ... --_worker NAME --_result FILE``) with inherited
     stdout/stderr, wait for it with ``os.wait4`` and return its JSON result, plus its wall time
-    and peak RSS as the kernel measured them."""
+    and peak RSS as the kernel measured them. ``cpus`` pins the side to those cores."""
     result_file.parent.mkdir(parents=True, exist_ok=True)
     result_file.unlink(missing_ok=True)
     cmd = [sys.executable, *argv, "--_worker", name, "--_result", str(result_file)]
     print(f"\n=== {name}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(cmd, cwd=REPO, preexec_fn=pin)
     try:
         _, status, usage = os.wait4(proc.pid, 0)
     except KeyboardInterrupt:
@@ -140,6 +141,7 @@ def run_side(name: str, argv: Sequence[str], result_file: Path) -> dict[str, Any
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {"side": name, "returncode": proc.returncode, "wall_seconds": wall,
+                           "cpus": sorted(cpus) if cpus else None,
                            "process_peak_rss_mb": usage.ru_maxrss / 1024}
     if proc.returncode != 0 or not result_file.is_file():
         out["error"] = f"{name} exited with status {proc.returncode}" + (

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -96,6 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override a field of Practicum's config (repeatable)")
     p.add_argument("--matched", action="store_true", help="Practicum with TRL's hyperparameters: " + " ".join(MATCHED))
     p.add_argument("--threads", type=int, default=None, help="torch threads on both sides (default: torch's)")
+    p.add_argument("--parallel", action="store_true",
+                   help="run both sides at once, each pinned to its own core with 1 torch thread")
     p.add_argument("--max-steps", type=int, default=None, help="also stop each side after this many steps")
     p.add_argument("--trl-tasks", type=int, default=None,
                    help="training prompts given to TRL (default: enough for one step per 0.5 s)")
@@ -105,7 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="TRL's lr_scheduler_type (default constant, like Practicum; transformers' default is linear)")
     p.add_argument("--_worker", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.parallel and args.threads is None:
+        args.threads = 1  # one core per side
+    return args
 
 
 def practicum_overrides(args: argparse.Namespace) -> list[str]:
@@ -465,13 +471,28 @@ def main() -> None:
         "sides": {},
     }
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
-    for s in sides:
-        res = run_side(s, argv, out.parent / f"learn_arithmetic_{s}.part.json")
+
+    def one(s: str, cpus: set[int] | None) -> None:
+        res = run_side(s, argv, out.parent / f"learn_arithmetic_{s}.part.json", cpus)
         if "steps" in res:
             res["summary"] = summarise(res)
         result["sides"][s] = res
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)  # after each side, so a crash of the next loses nothing
+
+    if args.parallel:
+        # Both sides at once, each pinned to its own core with one torch thread: they see the
+        # same machine at the same time, so background load hits both alike.
+        import threading
+
+        threads = [threading.Thread(target=one, args=(s, {i % (os.cpu_count() or 1)})) for i, s in enumerate(sides)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        for s in sides:
+            one(s, None)
     result["markdown"] = report(result)
     write_result(out, result)
     print("\n" + result["markdown"])
