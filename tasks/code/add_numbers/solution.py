@@ -1,0 +1,5 @@
+def add_numbers(numbers):
+    total = 0
+    for n in numbers:
+        total += n
+    return total

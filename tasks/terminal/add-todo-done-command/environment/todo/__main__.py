@@ -1,0 +1,5 @@
+import sys
+
+from todo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,3 @@
+from confkit.flat import flatten, unflatten
+
+__all__ = ["flatten", "unflatten"]

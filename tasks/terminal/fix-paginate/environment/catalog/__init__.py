@@ -1,0 +1,1 @@
+"""A tiny product catalogue."""

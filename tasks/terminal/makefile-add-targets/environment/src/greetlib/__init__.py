@@ -1,0 +1,5 @@
+"""greetlib: greetings for every occasion."""
+
+from greetlib.core import greet
+
+__all__ = ["greet"]

@@ -1,0 +1,5 @@
+import sys
+
+from greetlib import greet
+
+print(greet(*sys.argv[1:3]))

@@ -1,0 +1,2 @@
+def greet(name: str, occasion: str = "day") -> str:
+    return f"Have a nice {occasion}, {name}!"

@@ -1,0 +1,1 @@
+"""A tiny double-entry-ish ledger."""
