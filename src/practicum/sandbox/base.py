@@ -12,9 +12,13 @@ The threat model of each backend is stated in its module docstring.
 from __future__ import annotations
 
 import abc
+import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from practicum.errors import SandboxError
 
 ExecStatus = Literal["ok", "timeout", "memory", "killed", "error"]
 
@@ -55,8 +59,99 @@ class ExecResult:
         }
 
 
+DEFAULT_WORKDIR = "/workspace"
+# Folders of the sandbox that a session option may not replace or hide (``/tmp`` itself may be
+# listed in extra_dirs, for a writable /tmp; nothing under it).
+RESERVED_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/dev", "/sys",
+                 "/run", "/opt/practicum", "/scratch", "/var", "/boot")
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host folder (or file) shown inside a session at ``inside``; read-only unless ``writable``."""
+
+    host: str
+    inside: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """Where things are inside one session (independent of :class:`Limits`).
+
+    ``workdir`` is the private workspace and the working folder of every execution (a terminal
+    task wants ``/app``); ``extra_dirs`` are more private, writable, size-capped folders (say
+    ``/tests`` and ``/logs/verifier``) that ``write_file``/``read_file`` reach by absolute path;
+    ``binds`` show host paths inside (read-only by default).
+    """
+
+    workdir: str = DEFAULT_WORKDIR
+    extra_dirs: tuple[str, ...] = ()
+    binds: tuple[Bind, ...] = ()
+
+    @classmethod
+    def make(cls, workdir: str = DEFAULT_WORKDIR, extra_dirs: Sequence[str] = (),
+             binds: Sequence[Bind] = ()) -> SessionOptions:
+        """Validated options; raises SandboxError for a folder that cannot be a private folder."""
+        work = _inside_dir(workdir, "workdir")
+        extra = tuple(dict.fromkeys(_inside_dir(d, "extra_dirs") for d in extra_dirs))
+        bound = tuple(Bind(str(b.host), _inside_dir(b.inside, "binds"), bool(b.writable)) for b in binds)
+        dirs = [work, *extra, *(b.inside for b in bound)]
+        for i, a in enumerate(dirs):
+            for b in dirs[i + 1:]:
+                if a == b or b.startswith(a + "/") or a.startswith(b + "/"):
+                    raise SandboxError(f"session folders {a!r} and {b!r} overlap; give each its own path")
+        return cls(work, extra, bound)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The folders that write_file/read_file may reach (workdir first)."""
+        return (self.workdir, *self.extra_dirs)
+
+    def locate(self, path: str) -> tuple[str, str]:
+        """``(root, relative path)`` for a file API path: relative to ``workdir``, or absolute
+        inside ``workdir`` or an extra folder. Raises SandboxError for anything else."""
+        if not isinstance(path, str) or not path or "\0" in path:
+            raise SandboxError(f"invalid workspace path {path!r}")
+        if not path.startswith("/"):
+            return self.workdir, path
+        norm = posixpath.normpath(path)
+        for root in self.roots:
+            if norm.startswith(root + "/") and ".." not in path.split("/"):
+                return root, norm[len(root) + 1:]
+        raise SandboxError(f"{path!r} is outside the session's folders {list(self.roots)}; "
+                           "use a path relative to the workspace")
+
+
+def _inside_dir(path: str, what: str) -> str:
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path or ":" in path or "," in path:
+        raise SandboxError(f"{what}: {path!r} must be an absolute folder path inside the sandbox (no ':' or ',')")
+    norm = posixpath.normpath(path)
+    if norm == "/" or ".." in path.split("/"):
+        raise SandboxError(f"{what}: {path!r} cannot be a private folder")
+    for sys_dir in RESERVED_DIRS:
+        if norm == sys_dir or norm.startswith(sys_dir + "/"):
+            raise SandboxError(f"{what}: {path!r} is inside the sandbox's own {sys_dir}; choose another folder")
+    if norm.startswith("/tmp/"):
+        raise SandboxError(f"{what}: {path!r} lies in /tmp; list /tmp itself for a writable /tmp")
+    return norm
+
+
 class SandboxSession(abc.ABC):
     """One private workspace and the executions in it. Use as an async context manager."""
+
+    limits: Limits
+    options: SessionOptions = SessionOptions()
+
+    @property
+    def alive(self) -> bool:
+        """False once the session can run nothing more (closed, or its sandbox died)."""
+        return True
+
+    async def reset(self) -> bool:
+        """Empty every writable folder of the session, so that it can serve another episode.
+        Returns False when this backend cannot (the caller then closes the session instead)."""
+        return False
 
     @abc.abstractmethod
     async def exec(
@@ -98,8 +193,9 @@ class Sandbox(abc.ABC):
     isolated: bool  # False only for the local backend
 
     @abc.abstractmethod
-    async def session(self, limits: Limits | None = None) -> SandboxSession:
-        """Open a fresh session with an empty private workspace."""
+    async def session(self, limits: Limits | None = None, *, workdir: str = DEFAULT_WORKDIR,
+                      extra_dirs: Sequence[str] = (), binds: Sequence[Bind] = ()) -> SandboxSession:
+        """Open a fresh session with an empty private workspace (see :class:`SessionOptions`)."""
 
     @classmethod
     @abc.abstractmethod

@@ -1,0 +1,274 @@
+"""The terminal environment: an agent works in a git repository through a shell, and hidden
+tests decide.
+
+A task is a Harbor-layout folder (:mod:`practicum.envs.terminal_tasks`). Each episode gets its
+own sandbox session (:mod:`practicum.sandbox`) whose workspace appears at the task's workdir
+(default ``/app``), seeded with ``environment/``, prepared by ``.practicum-setup.sh`` if there is
+one, and committed as a git baseline. The agent's tools:
+
+* ``bash(command)``: a persistent shell — the working directory and exported variables carry
+  over between calls (each call runs in a fresh process of the session that restores them and
+  saves them after; shell functions and unexported variables do not carry over). Every process
+  a call started is killed when it returns.
+* ``read_file(path)``, ``write_file(path, content)``: files inside the workspace.
+* ``submit()``: done.
+
+Verification runs after the episode, in the same session but in a clean verifier step: the
+agent has no more turns, ``/tests`` and ``/logs/verifier`` are emptied (a planted reward or test
+helper is gone), ``tests/`` is copied in, ``bash /tests/test.sh`` runs with the workdir as its
+working directory, and the reward is read from ``/logs/verifier/reward.txt`` or ``reward.json``.
+The final ``git diff`` against the baseline is stored in ``Episode.info["git_diff"]``. Python
+packages come from the read-only environment shared by all sandboxes; there is no network.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import time
+from pathlib import Path
+
+from practicum.envs.agent import ToolEnvironment
+from practicum.envs.base import Observation
+from practicum.envs.terminal_tasks import TerminalTask, load_tasks, parse_reward
+from practicum.errors import EnvironmentFailure, SandboxError, TaskError, VerifierFailure
+from practicum.records import Message, Score, Task
+from practicum.sandbox import Limits, get_sandbox
+from practicum.tools import Tool, ToolError, tool
+
+STATE_DIR = "/.practicum"  # the shell's saved working directory and environment
+VERIFIER_DIRS = ("/tests", "/logs/verifier")
+SCRATCH_DIRS = ("/tmp",)  # Harbor tasks expect a writable /tmp
+GIT = "git -c safe.directory=* -c user.name=practicum -c user.email=practicum@localhost"
+DIFF_CHARS = 100_000
+
+
+def _shell_wrapper(command: str, workdir: str) -> str:
+    """Run ``command`` in bash with the saved cwd and exports, then save them again."""
+    return (
+        f'cd "$(cat {STATE_DIR}/cwd 2>/dev/null || echo {shlex.quote(workdir)})" 2>/dev/null || cd {shlex.quote(workdir)}\n'
+        f"[ -f {STATE_DIR}/env ] && . {STATE_DIR}/env\n"
+        f"{command}\n"
+        "__practicum_rc=$?\n"
+        f"pwd > {STATE_DIR}/cwd; export -p > {STATE_DIR}/env\n"
+        "exit $__practicum_rc\n"
+    )
+
+
+class TerminalSource:
+    """Tasks from a folder of task folders; training cycles through them in seeded order."""
+
+    def __init__(self, domain: str, root: str | Path, seed: int = 0) -> None:
+        self.domain = domain
+        self.root = Path(root)
+        self.tasks = {t.name: t for t in load_tasks(self.root)}
+        if not self.tasks:
+            raise TaskError(f"{self.root}: no task folders")
+        self.names = sorted(self.tasks)
+        self.seed = seed
+
+    def _task(self, t: TerminalTask) -> Task:
+        text = t.instruction.strip() + (
+            f"\n\nYou are in {t.workdir}, a git repository. Use the tools to inspect and change it; "
+            "call submit when you are done."
+        )
+        return Task(id=f"terminal/{t.name}", domain=self.domain, prompt=[Message(role="user", content=text)],
+                    target=None, metadata={"task_dir": str(t.path), "category": t.category, "difficulty": t.difficulty})
+
+    def eval_tasks(self) -> list[Task]:
+        return [self._task(self.tasks[n]) for n in self.names]
+
+    def train_task(self, index: int) -> Task:
+        epoch, pos = divmod(index, len(self.names))
+        order = list(self.names)
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return self._task(self.tasks[order[pos]])
+
+    def folder(self, task: Task) -> TerminalTask:
+        return self.tasks[task.id.split("/", 1)[1]]
+
+
+class TerminalEnv(ToolEnvironment):
+    """One episode of a terminal task (see the module docstring)."""
+
+    output_chars = 3000  # most characters of a command's output shown to the model
+
+    def __init__(self, domain: str, source: TerminalSource, sandbox: str = "auto",
+                 command_timeout_s: float = 60.0) -> None:
+        super().__init__(domain)
+        self.source = source
+        self.sandbox_name = sandbox
+        self.command_timeout_s = command_timeout_s
+        self.session = None
+        self.folder: TerminalTask | None = None
+        self.baseline = ""
+        self.started = 0.0
+
+    # --- the world ------------------------------------------------------------------------------
+    async def setup(self, task: Task) -> None:
+        self.folder = t = self.source.folder(task)
+        env = t.spec.environment
+        limits = Limits(timeout_s=self.command_timeout_s, cpu_s=max(self.command_timeout_s, t.verifier_timeout_s),
+                        memory_mb=min(env.memory_mb, 4096), processes=256, file_size_mb=min(env.storage_mb, 512),
+                        workspace_mb=min(env.storage_mb, 1024), output_bytes=64 * 1024)
+        try:
+            self.session = await get_sandbox(self.sandbox_name).session(
+                limits, workdir=t.workdir, extra_dirs=[*VERIFIER_DIRS, *SCRATCH_DIRS, STATE_DIR])
+            await self._seed(t)
+        except SandboxError as e:
+            raise EnvironmentFailure(f"{t.name}: cannot prepare the sandbox: {e}") from e
+        self.started = time.monotonic()
+
+    async def _seed(self, t: TerminalTask) -> None:
+        assert self.session is not None
+        await self._copy_in(t.environment_dir, t.environment_files, t.workdir)
+        if t.setup_script is not None:
+            await self.session.write_file(f"{STATE_DIR}/setup.sh", t.setup_script.read_bytes())
+            r = await self.session.exec(["bash", f"{STATE_DIR}/setup.sh"], timeout_s=120)
+            await self.session.exec(["rm", "-f", f"{STATE_DIR}/setup.sh"])
+            if not r.ok:
+                raise EnvironmentFailure(f"{t.name}: .practicum-setup.sh failed ({r.status}, exit {r.exit_code}): {r.stderr[-500:]}")
+        r = await self.session.exec(
+            f"[ -d .git ] || {{ {GIT} init -q && {GIT} add -A && {GIT} commit -q -m baseline --allow-empty; }}; "
+            f"{GIT} rev-parse HEAD")
+        if not r.ok:
+            raise EnvironmentFailure(f"{t.name}: git baseline failed: {r.stderr[-500:]}")
+        self.baseline = r.stdout.strip()
+
+    async def _copy_in(self, src: Path, files: list[str], dest: str) -> None:
+        assert self.session is not None
+        executable = []
+        for rel in files:
+            p = src / rel
+            await self.session.write_file(f"{dest}/{rel}", p.read_bytes())
+            if os.access(p, os.X_OK):
+                executable.append(f"{dest}/{rel}")
+        if executable:
+            await self.session.exec(["chmod", "+x", *executable])
+
+    async def teardown(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            await session.close()
+
+    # --- tools ----------------------------------------------------------------------------------
+    def tools(self) -> list[Tool]:
+        env = self
+
+        @tool
+        async def bash(command: str) -> str:
+            """Run a shell command in the workspace; the working directory and exported variables persist."""
+            return await env.run_command(command)
+
+        @tool
+        async def read_file(path: str) -> str:
+            """Read a text file of the workspace (relative to the working folder, or absolute inside it)."""
+            try:
+                data = await env._live().read_file(env._path(path), max_bytes=200_000)
+            except (SandboxError, OSError) as e:  # missing file, a link out of the workspace...
+                raise ToolError(str(e)) from None
+            return data.decode(errors="replace")
+
+        @tool
+        async def write_file(path: str, content: str) -> str:
+            """Write (create or replace) a text file of the workspace."""
+            try:
+                await env._live().write_file(env._path(path), content)
+            except (SandboxError, OSError) as e:
+                raise ToolError(str(e)) from None
+            return f"wrote {len(content)} characters to {path}"
+
+        return [bash, read_file, write_file]
+
+    def _live(self):
+        if self.session is None:
+            raise EnvironmentFailure("the episode's sandbox session is gone")
+        return self.session
+
+    def _path(self, path: str) -> str:
+        assert self.folder is not None
+        return path if path.startswith("/") else f"{self.folder.workdir}/{path}"
+
+    async def run_command(self, command: str) -> str:
+        assert self.folder is not None
+        left = self.folder.agent_timeout_s - (time.monotonic() - self.started)
+        r = await self._live().exec(["bash", "-c", _shell_wrapper(command, self.folder.workdir)],
+                                    timeout_s=max(1.0, min(self.command_timeout_s, left)))
+        out = (r.stdout + ("\n" if r.stdout and r.stderr else "") + r.stderr).rstrip()
+        if len(out) > self.output_chars:
+            out = out[: self.output_chars // 2] + f"\n[... {len(out) - self.output_chars} characters cut ...]\n" + out[-self.output_chars // 2:]
+        head = f"exit code {r.exit_code}" if r.status == "ok" else f"{r.status}: {r.detail or 'no exit code'}"
+        return f"{head}\n{out}" if out else head
+
+    async def step(self, reply: str) -> Observation:
+        assert self.folder is not None
+        if time.monotonic() - self.started > self.folder.agent_timeout_s:
+            return await self.finish("agent_timeout")
+        return await super().step(reply)
+
+    # --- verification -----------------------------------------------------------------------------
+    async def score(self, reason: str) -> Score:
+        t, s = self.folder, self._live()
+        assert t is not None
+        # the diff of everything (untracked files too) through a scratch index: the repository's
+        # own index is left exactly as the agent left it, for the tests to inspect
+        idx = f"{STATE_DIR}/diff-index"
+        diff = await s.exec(f"rm -f {idx}; [ -f .git/index ] && cp .git/index {idx}; "
+                            f"GIT_INDEX_FILE={idx} {GIT} add -A >/dev/null 2>&1; "
+                            f"GIT_INDEX_FILE={idx} {GIT} diff --cached {self.baseline} --; rm -f {idx}", timeout_s=60)
+        self.extra_info = {"git_diff": diff.stdout[:DIFF_CHARS], "end": reason}
+        await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
+        await self._copy_in(t.path / "tests", t.test_files, "/tests")
+        env = {**t.spec.verifier.env}
+        r = await s.exec(["bash", "/tests/test.sh"], timeout_s=t.verifier_timeout_s, env=env or None)
+        self.extra_info["verifier"] = {"status": r.status, "exit_code": r.exit_code, "output": (r.stdout + r.stderr)[-2000:]}
+        score = parse_reward(await self._maybe_read("/logs/verifier/reward.txt"),
+                             await self._maybe_read("/logs/verifier/reward.json"))
+        score.explanation = f"{reason}; test.sh {r.status} (exit {r.exit_code}); reward from {score.explanation}"
+        score.components = {"reward": score.value, **score.components}
+        return score
+
+    async def _maybe_read(self, path: str) -> str | None:
+        try:
+            return (await self._live().read_file(path, max_bytes=100_000)).decode(errors="replace")
+        except (SandboxError, OSError):
+            return None
+
+    def _info(self) -> dict:
+        return {**super()._info(), **getattr(self, "extra_info", {})}
+
+
+class TerminalDomain:
+    def __init__(self, name: str, root: str | Path, seed: int = 0, sandbox: str = "auto") -> None:
+        self.name = name
+        self.source = TerminalSource(name, root, seed)
+        self.sandbox = sandbox
+
+    def make_env(self) -> TerminalEnv:
+        return TerminalEnv(self.name, self.source, self.sandbox)
+
+
+async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> tuple[Score | None, str]:
+    """Score a task's workspace untouched (``solve=False``) or after its reference solution:
+    what ``practicum tasks check --run-solutions`` and the tests use."""
+    env = domain.make_env()
+    await env.reset(task)
+    try:
+        folder = env.folder
+        assert folder is not None
+        if solve:
+            if folder.solution_script is None:
+                return None, "no solution/solve.sh"
+            await env._copy_in(folder.path / "solution", folder.solution_files, f"{STATE_DIR}/solution")
+            r = await env._live().exec(["bash", f"{STATE_DIR}/solution/solve.sh"], timeout_s=folder.agent_timeout_s,
+                                       env={**folder.spec.solution.env} or None)
+            if r.status != "ok":
+                return Score(value=0.0, explanation=f"solve.sh {r.status}"), r.stderr[-500:]
+        try:
+            score = await env.score("reference" if solve else "untouched")
+        except VerifierFailure as e:
+            return Score(value=0.0, explanation=str(e)), str(e)
+        return score, env.extra_info.get("verifier", {}).get("output", "")
+    finally:
+        await env.close()

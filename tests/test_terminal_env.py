@@ -1,0 +1,110 @@
+"""The terminal environment, end to end in the real sandbox: every shipped task's reference
+solution scores 1 and its untouched workspace 0; a scripted agent works through tool errors
+with a persistent shell and solves a task; the embedded model runs a multi-turn episode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from practicum.engines.base import SamplingParams
+from practicum.engines.scripted import ScriptedEngine
+from practicum.envs.terminal import TerminalDomain, run_reference
+from practicum.records import EpisodeState
+from practicum.rollout import run_episodes
+
+TASKS = Path(__file__).resolve().parents[1] / "tasks" / "terminal"
+DOMAIN = TerminalDomain("terminal", TASKS)
+BY_NAME = {t.id.split("/", 1)[1]: t for t in DOMAIN.source.eval_tasks()}
+
+
+def test_at_least_25_tasks_ship():
+    """The issue asks for at least 25 terminal tasks."""
+    assert len(BY_NAME) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_reference_scores_1_and_untouched_scores_0(name):
+    """The task's own reference solution passes its hidden tests; doing nothing does not."""
+
+    async def both():
+        return await run_reference(DOMAIN, BY_NAME[name], True), await run_reference(DOMAIN, BY_NAME[name], False)
+
+    (ref, ref_log), (untouched, log) = asyncio.run(both())
+    assert ref is not None and ref.value == 1.0, (ref, ref_log)
+    assert untouched is not None and untouched.value == 0.0, (untouched, log)
+
+
+def call(name: str, **args) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+
+
+def test_scripted_agent_recovers_from_errors_and_solves_a_task():
+    """A scripted agent reads a missing file (tool error), sends broken JSON (malformed call),
+    relies on the shell keeping its directory and exports between calls, fixes the
+    permissions task with bash, and submits: score 1, errors counted, the final git diff
+    stored, the sandbox closed."""
+    fix = ("chmod 755 deploy.sh rotate-logs.sh && chmod 644 lib.sh && cd .. && chmod 700 secrets "
+           "&& chmod 600 secrets/* && chmod 775 data/uploads")
+    script = [
+        call("read_file", path="NO_SUCH_FILE.txt"),
+        '<tool_call>{"name": "bash", "arguments": {"command": "ls"</tool_call>',
+        call("bash", command="cd scripts && export MARK=kept"),
+        call("bash", command='pwd && echo "mark=$MARK"'),
+        call("bash", command=fix),
+        call("submit"),
+    ]
+    engine = ScriptedEngine(lambda prompt, i: script[i])
+    envs = []
+
+    def make(task):
+        envs.append(DOMAIN.make_env())
+        return envs[-1]
+
+    [ep] = asyncio.run(run_episodes([BY_NAME["fix-permissions"]], make, engine,
+                                    SamplingParams(max_new_tokens=2000), max_turns=10))
+    assert ep.state == EpisodeState.done, ep.errors
+    assert ep.reward == 1.0, ep.score
+    assert ep.info["end_reason"] == "done"
+    assert ep.info["tool_errors"] == {"tool_failed": 1, "malformed": 1}
+    tool_msgs = [m.content for m in ep.messages if m.role == "tool"]
+    assert "no such file" in tool_msgs[0].lower() or "not found" in tool_msgs[0].lower()
+    assert "/app/scripts" in tool_msgs[3] and "mark=kept" in tool_msgs[3]  # cwd and exports persisted
+    assert "old mode" in ep.info["git_diff"] or "new mode" in ep.info["git_diff"]
+    assert envs[0].session is None  # closed
+
+
+def test_tests_are_invisible_to_the_agent_and_planted_rewards_are_ignored():
+    """During the episode /tests is empty; a reward file the agent plants is deleted before
+    the verifier runs, so an untouched workspace still scores 0."""
+    script = [
+        call("bash", command="ls -A /tests | wc -l; mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
+                             "echo 'exit 0' > /tests/test.sh"),
+        call("submit"),
+    ]
+    engine = ScriptedEngine(lambda prompt, i: script[i])
+    [ep] = asyncio.run(run_episodes([BY_NAME["fix-permissions"]], lambda t: DOMAIN.make_env(), engine,
+                                    SamplingParams(max_new_tokens=2000), max_turns=4))
+    first = [m.content for m in ep.messages if m.role == "tool"][0]
+    assert first.splitlines()[1].strip() == "0"  # nothing in /tests while the agent works
+    assert ep.reward == 0.0
+
+
+@pytest.mark.slow
+def test_embedded_model_runs_a_multi_turn_terminal_episode():
+    """The real embedded model drives a few turns of a terminal task: whatever it writes (tool
+    calls or not), the episode ends cleanly with a score and its turns' tokens are trainable."""
+    from practicum.engines.hf import HFEngine
+    from practicum.models import resolve_model
+
+    engine = HFEngine(resolve_model("smollm2-135m-instruct"))
+    [ep] = asyncio.run(run_episodes([BY_NAME["fix-permissions"]], lambda t: DOMAIN.make_env(), engine,
+                                    SamplingParams(max_new_tokens=64, temperature=1.0, seed=0), max_turns=3))
+    assert ep.state in (EpisodeState.done, EpisodeState.failed)
+    assert ep.score is not None and 0.0 <= ep.reward <= 1.0
+    assert 1 <= len(ep.turns) <= 3
+    ids, mask, _ = ep.training_sequence()
+    assert [i for i, m in zip(ids, mask) if m] == [i for t in ep.turns for i in t.completion_ids]
