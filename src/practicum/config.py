@@ -80,7 +80,7 @@ class CodeSection(_Strict):
 
 class DomainSection(_Strict):
     name: str = Field(..., description="Domain name, used in metrics and the store.")
-    env: Literal["math", "code"] = Field("math", description="Environment kind.")
+    env: Literal["math", "code", "terminal"] = Field("math", description="Environment kind: math, code (docs/code.md) or terminal (docs/terminal.md).")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this domain.")
     source: SourceSection
     system_prompt: str | None = Field(None, description="System prompt (default: the environment's).")
@@ -92,7 +92,8 @@ class DomainSection(_Strict):
 
     @model_validator(mode="after")
     def _source_fits_env(self) -> DomainSection:
-        kinds = {"math": ("reasoning_gym", "jsonl"), "code": ("humaneval", "tasks", "jsonl")}.get(self.env)
+        kinds = {"math": ("reasoning_gym", "jsonl"), "code": ("humaneval", "tasks", "jsonl"),
+                 "terminal": ("tasks",)}.get(self.env)
         if kinds is not None and self.source.kind not in kinds:
             raise ValueError(f"env {self.env!r} takes sources of kind {', '.join(kinds)}, not {self.source.kind!r}")
         return self

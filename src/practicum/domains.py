@@ -31,4 +31,15 @@ def build_domain(d: DomainSection, seed: int, base_dir: str | Path = ".") -> Dom
                 path = Path(base_dir) / path
             src = JsonlMathSource(d.name, path, system, seed, d.source.eval_fraction, examples)  # type: ignore[assignment]
         return MathDomain(d.name, src, weights)
+    if d.env == "code":
+        from practicum.envs.code import build_code_domain
+
+        return build_code_domain(d, seed, base_dir)
+    if d.env == "terminal":
+        from practicum.envs.terminal import TerminalDomain
+
+        root = Path(d.source.path or "")
+        if not root.is_absolute():
+            root = Path(base_dir) / root
+        return TerminalDomain(d.name, root, seed, sandbox=d.code.sandbox)
     raise ConfigError(f"domain {d.name!r}: unknown env {d.env!r}")
