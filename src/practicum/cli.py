@@ -21,6 +21,19 @@ from practicum.errors import PracticumError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-train language models with RL in verifiable environments.")
 models_app = typer.Typer(no_args_is_help=True, help="List and prepare models.")
 app.add_typer(models_app, name="models")
+tasks_app = typer.Typer(no_args_is_help=True, help="Check task folders.")
+app.add_typer(tasks_app, name="tasks")
+
+
+def _register_subapps() -> None:
+    from practicum.cli_sandbox import sandbox_app
+
+    app.add_typer(sandbox_app, name="sandbox")
+    try:
+        from practicum.cli_verify import verify_app
+    except ImportError:  # the code verifier is optional at import time only while it is being built
+        return
+    app.add_typer(verify_app, name="verify")
 console = Console(highlight=False)
 
 
@@ -82,6 +95,7 @@ def eval_(
     limit: Annotated[int | None, typer.Option(help="Evaluate at most N tasks per domain.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    per_task: Annotated[bool, typer.Option("--per-task", help="Also print one row per task: success, turns, tool calls and tool-call errors.")] = False,
 ) -> None:
     """Evaluate a model or checkpoint on held-out tasks: accuracy per domain (greedy)."""
     from practicum.config import load_config
@@ -104,13 +118,22 @@ def eval_(
         engine = HFEngine(path, dtype=getattr(torch, cfg.model.engine_dtype), device=cfg.model.device, max_batch=cfg.model.max_batch)
         if weights is not None:
             engine.load_weights(weights, 1)
-        res = asyncio.run(evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit))
+        res = asyncio.run(evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,
+                                   max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds))
     except PracticumError as e:
         _fail(e)
         return
     if json_out:
-        print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds}))
+        print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
+                          "per_task": res.per_task}))
         return
+    if per_task:
+        rows = Table(title="per task")
+        for col in ("task", "reward", "turns", "tool calls", "tool errors", "end"):
+            rows.add_column(col)
+        for r in res.per_task:
+            rows.add_row(r["task"], f"{r['reward']:.2f}", str(r["turns"]), str(r["tool_calls"]), str(r["tool_errors"]), r["end"])
+        console.print(rows)
     table = Table(title=f"held-out evaluation of {checkpoint or path}")
     keys = sorted({k for m in res.per_domain.values() for k in m if k != "n"})
     table.add_column("domain")
@@ -190,8 +213,68 @@ def doctor() -> None:
         row(f"model {m.name}", m.available, ("prepared" if m.prepared else "not prepared: `practicum models prepare`")
             if m.available else (m.problem or ""))
     row("cpu cores", True, str(os.cpu_count()))
+    from practicum.sandbox import report
+
+    for name, works, why in report():
+        row(f"sandbox {name}", works, why)
     console.print(table)
 
+
+@tasks_app.command("check")
+def tasks_check(
+    path: Annotated[Path, typer.Argument(help="A task folder, or a folder of task folders.")],
+    run_solutions: Annotated[bool, typer.Option("--run-solutions", help="Also score each reference solution and an untouched workspace in the sandbox.")] = False,
+) -> None:
+    """Validate terminal task folders; report every problem with its file.
+
+    Exits non-zero when a task has an error, or (with --run-solutions) when a reference scores
+    below 1 or an untouched workspace above 0."""
+    from practicum.envs.terminal_tasks import check_task
+
+    folders = [path] if (path / "task.toml").exists() or (path / "instruction.md").exists() else sorted(
+        p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not folders:
+        _fail(ValueError(f"{path}: no task folders"))
+    bad = 0
+    for folder in folders:
+        problems = check_task(folder)
+        errors = [p for p in problems if p.severity == "error"]
+        bad += bool(errors)
+        mark = "[red]error[/]" if errors else ("[yellow]warning[/]" if problems else "[green]ok[/]")
+        console.print(f"{mark} {folder.name}")
+        for p in problems:
+            console.print(f"    {p}")
+    if run_solutions:
+        from practicum.envs.terminal import TerminalDomain, run_reference
+
+        table = Table(title="reference and untouched scores")
+        for col in ("task", "reference", "untouched", "verdict"):
+            table.add_column(col)
+
+        async def score_all() -> int:
+            failed = 0
+            for folder in folders:
+                if any(p.severity == "error" for p in check_task(folder)):
+                    continue
+                domain = TerminalDomain("terminal", folder.parent)
+                task = next(t for t in domain.source.eval_tasks() if t.id == f"terminal/{folder.name}")
+                ref, _ = await run_reference(domain, task, True)
+                untouched, _ = await run_reference(domain, task, False)
+                ok = ref is not None and ref.value >= 1.0 and untouched is not None and untouched.value <= 0.0
+                failed += not ok
+                table.add_row(folder.name, "-" if ref is None else f"{ref.value:.2f}",
+                              "-" if untouched is None else f"{untouched.value:.2f}",
+                              "[green]ok[/]" if ok else "[red]FAIL[/]")
+            return failed
+
+        bad += asyncio.run(score_all())
+        console.print(table)
+    console.print(f"{len(folders)} task(s), {bad} with problems")
+    if bad:
+        raise typer.Exit(1)
+
+
+_register_subapps()
 
 if __name__ == "__main__":
     app()

@@ -40,6 +40,7 @@ class EvalResult:
 
     per_domain: dict[str, dict[str, float]]
     seconds: float
+    per_task: list[dict[str, Any]] = field(default_factory=list)  # task, domain, reward, turns, tool errors, end
 
     def line(self) -> str:
         parts = []
@@ -95,14 +96,25 @@ async def evaluate(
     store: Store | None = None,
     step: int = 0,
     limit: int | None = None,
+    max_tokens: int | None = None,
+    max_seconds: float | None = None,
 ) -> EvalResult:
-    """Greedy held-out evaluation, per domain."""
+    """Greedy held-out evaluation, per domain, with one row per task."""
     t0 = time.perf_counter()
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     out: dict[str, dict[str, float]] = {}
+    rows: list[dict[str, Any]] = []
     for dom in domains:
         tasks = dom.source.eval_tasks()[:limit]
-        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns)
+        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
+                                  max_tokens, max_seconds)
+        for g in groups:
+            ep = g.episodes[0]
+            rows.append({"task": g.task.id, "domain": dom.name, "reward": ep.reward, "turns": len(ep.turns),
+                         "tool_calls": sum(ep.info.get("tool_calls", {}).values()),
+                         "tool_errors": int(ep.info.get("tool_error_count", 0)),
+                         "end": ep.info.get("end_reason", ep.state.value),
+                         "errors": [e.kind for e in ep.errors]})
         sums: dict[str, float] = {}
         for g in groups:
             ep = g.episodes[0]
@@ -117,7 +129,7 @@ async def evaluate(
                 store.add_group(g, step, kind="eval")
         n = max(len(groups), 1)
         out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
-    return EvalResult(out, time.perf_counter() - t0)
+    return EvalResult(out, time.perf_counter() - t0, rows)
 
 
 class Run:
@@ -202,7 +214,8 @@ class Run:
     # --- the loop -----------------------------------------------------------------------------
     async def evaluate(self, step: int, limit: int | None = None) -> EvalResult:
         res = await evaluate(self.engine, self.domains, self.cfg.eval.max_new_tokens, self.cfg.rollout.max_turns,
-                             self.store, step, limit)
+                             self.store, step, limit, self.cfg.rollout.max_episode_tokens,
+                             self.cfg.rollout.max_episode_seconds)
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
         self.store.add_metrics(step, "eval", flat)
         self.metrics.write(step, "eval", flat)
