@@ -15,14 +15,12 @@ from practicum.cli_verify import verify_app
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
 from practicum.envs.code import (
-    Action,
     CodeDomain,
     CodeEnvConfig,
     CodeSource,
     extract_code,
     humaneval_tasks,
     load_tasks,
-    parse_action,
 )
 from practicum.errors import TaskError
 from practicum.records import EpisodeState
@@ -120,15 +118,6 @@ def test_extract_code_prefers_the_block_defining_the_entry_point():
     assert extract_code("<submit>def f(): return 1</submit>", "f") == "def f(): return 1"
 
 
-def test_parse_action_reads_the_tool_convention():
-    assert parse_action("Let me test.\n<python>\nprint(1)\n</python>") == Action("run", "print(1)")
-    assert parse_action("<submit>\n```python\ndef f(): pass\n```\n</submit>", "f") == Action("submit", "def f(): pass\n")
-    assert parse_action("Done:\n```python\ndef f(): pass\n```", "f") == Action("submit", "def f(): pass\n")
-    assert parse_action("<python>print(2)") == Action("run", "print(2)")  # closing tag cut off
-    assert parse_action("<python>print(1)</python> then <submit>x</submit>").kind == "run"
-    assert parse_action("I do not know.") == Action("none")
-
-
 # --- episodes ----------------------------------------------------------------------------------
 
 def _domain(sandbox, mode: str = "single", **env) -> CodeDomain:
@@ -156,6 +145,12 @@ def test_single_turn_groups_score_each_reply(sandbox):
     assert "Complete this Python function" in task.prompt[-1].content and "```python" in task.prompt[-1].content
 
 
+def call(name: str, **args) -> str:
+    import json
+
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
+
+
 def test_multi_turn_attempt_error_fix_submit(sandbox):
     """The model runs code, sees the NameError, fixes it, checks the output, submits."""
     dom = _domain(sandbox, "multi")
@@ -165,10 +160,10 @@ def test_multi_turn_attempt_error_fix_submit(sandbox):
     def reply(prompt: str, i: int) -> str:
         seen.append(prompt)
         if "NameError" not in prompt:
-            return "<python>\nprint(add(1, 2))\n</python>"
+            return call("python", code="print(add(1, 2))")
         if "stdout:\n3" not in prompt:
-            return "<python>\ndef add(a, b):\n    return a + b\nprint(add(1, 2))\n</python>"
-        return "It works.\n<submit>\n```python\ndef add(a, b):\n    return a + b\n```\n</submit>"
+            return call("python", code="def add(a, b):\n    return a + b\nprint(add(1, 2))")
+        return "It works.\n" + call("submit", answer="```python\ndef add(a, b):\n    return a + b\n```")
 
     engine = ScriptedEngine(reply)
     closed = []
@@ -176,16 +171,17 @@ def test_multi_turn_attempt_error_fix_submit(sandbox):
     real_close = env.close
 
     async def close():
-        closed.append(env.session is not None)
+        closed.append(env.runner.session is not None)
         await real_close()
 
     env.close = close  # type: ignore[method-assign]
     (ep,) = asyncio.run(run_episodes([task], lambda t: env, engine, SamplingParams(max_new_tokens=300), max_turns=5))
     assert ep.state == EpisodeState.done and ep.reward == 1.0, ep.score
-    assert len(ep.turns) == 3 and ep.info["tool_calls"] == {"python": 2} and ep.info["tool_error_count"] == 1
+    assert len(ep.turns) == 3 and ep.info["tool_calls"] == {"python": 2, "submit": 1}
+    assert ep.info["failed_runs"] == 1 and ep.info["tool_error_count"] == 0  # a failing run is not a bad call
     tool = [m.content for m in ep.messages if m.role == "tool"]
-    assert "NameError" in tool[0] and tool[1].startswith("exit code 0") and "stdout:\n3" in tool[1]
-    assert closed == [True] and env.session is None  # the episode's session was opened and closed
+    assert "NameError" in tool[0] and "exit code 0" in tool[1] and "stdout:\n3" in tool[1]
+    assert closed == [True] and env.runner.session is None  # the episode's session was opened and closed
     ids, mask, _ = ep.training_sequence()
     assert sum(mask) == sum(len(t.completion_ids) for t in ep.turns)  # tool output is context only
 
@@ -193,18 +189,20 @@ def test_multi_turn_attempt_error_fix_submit(sandbox):
 def test_multi_turn_run_limit_and_replies_without_code(sandbox):
     dom = _domain(sandbox, "multi", max_runs=1)
     task = dom.source.train_task(0)
-    script = ["Hmm.", "<python>print(1)</python>", "<python>print(2)</python>", "<submit>def nothing(): pass</submit>"]
+    script = ["Hmm.", call("python", code="print(1)"), call("python", code="print(2)"),
+              call("submit", answer="def nothing(): pass")]
     engine = ScriptedEngine(lambda prompt, i: script[i])
     (ep,) = asyncio.run(run_episodes([task], lambda t: dom.make_env(), engine, SamplingParams(max_new_tokens=100),
                                      max_turns=6))
     tool = [m.content for m in ep.messages if m.role == "tool"]
-    assert "No code found" in tool[0] and "stdout:\n1" in tool[1] and "used all 1 runs" in tool[2]
+    assert "No tool call found" in tool[0] and "stdout:\n1" in tool[1] and "used all 1 runs" in tool[2]
+    assert ep.info["tool_errors"] == {"no_call": 1, "tool_failed": 1}
     assert ep.state == EpisodeState.done and ep.reward == 0.0 and len(ep.turns) == 4
 
 
 def test_a_multi_turn_episode_that_never_submits_ends_at_the_turn_limit(sandbox):
     dom = _domain(sandbox, "multi")
-    engine = ScriptedEngine(lambda prompt, i: "<python>print('still thinking')</python>")
+    engine = ScriptedEngine(lambda prompt, i: call("python", code="print('still thinking')"))
     (ep,) = asyncio.run(run_episodes([dom.source.train_task(0)], lambda t: dom.make_env(), engine,
                                      SamplingParams(max_new_tokens=100), max_turns=2))
     assert ep.reward == 0.0 and ep.errors[0].kind == "turn_limit"
@@ -253,16 +251,16 @@ def test_a_config_builds_the_code_domain_with_a_pool(write_yaml):
     cfg = load_config(path)
     dom = build_domain(cfg.domains[0], seed=0, base_dir=cfg.base_dir)
     assert isinstance(dom, CodeDomain) and dom.config.mode == "multi" and dom.verifier.config.scoring == "all"
-    assert len(dom.source.eval_tasks()) == 3 and "<python></python>" in dom.source.train_task(0).prompt[0].content
+    assert len(dom.source.eval_tasks()) == 3 and "python tool" in dom.source.train_task(0).prompt[0].content
     task = next(t for t in dom.source.eval_tasks() if t.id == "easy/add")
-    engine = ScriptedEngine(lambda p, i: "<submit>def add(a, b):\n    return a + b</submit>")
+    engine = ScriptedEngine(lambda p, i: call("submit", answer="def add(a, b):\n    return a + b"))
 
     pools = []
 
     async def run():
         pools.append(dom.sandbox.pool())
         try:
-            return await run_groups([task], 2, lambda t: dom.make_env(), engine, SamplingParams(max_new_tokens=100),
+            return await run_groups([task], 2, lambda t: dom.make_env(), engine, SamplingParams(max_new_tokens=300),
                                     max_turns=2)
         finally:
             await dom.close()

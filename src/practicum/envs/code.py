@@ -16,10 +16,10 @@ Task sources:
   reference), or a folder holding any of these.
 
 Environments: ``single`` — the model answers once, with code in a ```python block or bare, and
-the answer is verified; ``multi`` — the model may first run code with ``<python>...</python>``
-(it sees the output and errors; runs share the episode's own sandbox session) and submits with
-``<submit>...</submit>``, or with a reply whose code is in a ```python block outside any tag.
-The episode's session is closed when the episode ends. Scores are
+the answer is verified; ``multi`` — the shared tool machinery (:mod:`practicum.tools`,
+:class:`~practicum.envs.agent.ToolEnvironment`): a ``python`` tool runs code (the model sees the
+output and errors; runs share the episode's own sandbox session) and ``submit(answer)`` hands
+in the function. The episode's session is closed when the episode ends. Scores are
 :class:`~practicum.verify.code.CodeVerifier`'s, from sessions of their own (docs/code.md).
 """
 
@@ -38,10 +38,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from practicum.envs.agent import ToolEnvironment
 from practicum.envs.base import Observation
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError
-from practicum.records import Message, Task
+from practicum.records import Message, Score, Task
 from practicum.sandbox.base import Limits, SandboxSession
+from practicum.tools import Tool, ToolError, tool
 from practicum.verify.code import CodeTests, CodeVerifier, SessionOpener
 
 SINGLE_TURN_SYSTEM_PROMPT = (
@@ -50,9 +52,8 @@ SINGLE_TURN_SYSTEM_PROMPT = (
 )
 MULTI_TURN_SYSTEM_PROMPT = (
     "You are an expert Python programmer. Complete the function the user gives you. "
-    "You may run Python code to test your ideas: write it inside <python></python> tags and you will "
-    "see its output and errors. When you are done, reply with the complete function inside "
-    "<submit></submit> tags."
+    "You may run Python code with the python tool to test your ideas and see its output and errors. "
+    "When you are done, call submit with the complete function as the answer."
 )
 
 
@@ -299,33 +300,6 @@ def extract_code(reply: str, entry_point: str | None = None) -> str:
     return "\n\n".join(blocks)
 
 
-@dataclass(frozen=True)
-class Action:
-    """What a multi-turn reply asks for: run some code, submit a solution, or neither."""
-
-    kind: Literal["run", "submit", "none"]
-    code: str = ""
-
-
-_TAGS = re.compile(r"<(python|submit)>(.*?)(?:</\1>|$)", re.S)
-
-
-def parse_action(reply: str, entry_point: str | None = None) -> Action:
-    """The tool-call convention of the multi-turn code environment, in one place.
-
-    The first ``<python>...</python>`` or ``<submit>...</submit>`` tag decides (a closing tag
-    cut off by the token limit is forgiven); with no tag, a ```python block is a submission.
-    """
-    m = _TAGS.search(reply)
-    if m:
-        kind, body = m.group(1), m.group(2)
-        code = extract_code(body, entry_point)
-        return Action("run" if kind == "python" else "submit", code)
-    if _FENCE.search(reply):
-        return Action("submit", extract_code(reply, entry_point))
-    return Action("none")
-
-
 # --- environments --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -337,7 +311,7 @@ class CodeEnvConfig:
 
 
 class CodeEnv:
-    """One episode of one code task. ``mode='multi'`` adds the python tool."""
+    """One single-turn episode of one code task (multi-turn: :class:`CodeToolEnv`)."""
 
     def __init__(self, domain: str, verifier: CodeVerifier, sandbox: SessionOpener, config: CodeEnvConfig) -> None:
         self.domain = domain
@@ -357,19 +331,7 @@ class CodeEnv:
 
     async def step(self, reply: str) -> Observation:
         assert self.tests is not None, "step() before reset()"
-        if self.config.mode == "single":
-            return await self._submit(extract_code(reply, self.tests.entry_point))
-        action = parse_action(reply, self.tests.entry_point)
-        if action.kind == "submit":
-            return await self._submit(action.code)
-        if action.kind == "none":
-            return self._say("No code found. Run code inside <python></python> tags, or submit the complete "
-                             "function inside <submit></submit> tags.")
-        if self.runs >= self.config.max_runs:
-            return self._say(f"You have used all {self.config.max_runs} runs. Submit the complete function "
-                             "inside <submit></submit> tags.")
-        self.runs += 1
-        return self._say(await self._run(action.code))
+        return await self._submit(extract_code(reply, self.tests.entry_point))
 
     async def _run(self, code: str) -> str:
         try:
@@ -396,9 +358,6 @@ class CodeEnv:
             out = out[: limit // 2] + "\n...[output cut]...\n" + out[-limit // 2:]
         return head + (out or "\n(no output)")
 
-    def _say(self, text: str) -> Observation:
-        return Observation(messages=[Message(role="tool", content=text)])
-
     async def _submit(self, code: str) -> Observation:
         assert self.tests is not None
         verdict = await self.verifier.verify(self.tests, code)
@@ -411,6 +370,54 @@ class CodeEnv:
         if self.session is not None:
             session, self.session = self.session, None
             await session.close()
+
+
+class CodeToolEnv(ToolEnvironment):
+    """A multi-turn episode of one code task through the shared tool machinery
+    (:mod:`practicum.tools`): a ``python`` tool runs code in the episode's own sandbox session and
+    shows its output and errors; ``submit(answer)`` hands in the complete function, which the
+    verifier scores in fresh sessions. An episode that ends at a limit without submitting
+    scores 0."""
+
+    def __init__(self, domain: str, verifier: CodeVerifier, sandbox: SessionOpener, config: CodeEnvConfig) -> None:
+        super().__init__(domain)
+        self.runner = CodeEnv(domain, verifier, sandbox, config)
+        self.config = config
+        self.extra: dict[str, Any] = {}
+
+    async def setup(self, task: Task) -> None:
+        await self.runner.reset(task)
+
+    def tools(self) -> list[Tool]:
+        runner, config = self.runner, self.config
+
+        @tool
+        async def python(code: str) -> str:
+            """Run Python code in your sandbox and see its output and errors."""
+            if runner.runs >= config.max_runs:
+                raise ToolError(f"you have used all {config.max_runs} runs; call submit with the complete function")
+            runner.runs += 1
+            return await runner._run(code)
+
+        return [python]
+
+    async def score(self, reason: str) -> Score:
+        tests = self.runner.tests
+        assert tests is not None
+        if self.submitted is None:
+            self.extra = {"flags": []}
+            return Score(value=0.0, explanation=f"{reason}: nothing was submitted")
+        verdict = await self.runner.verifier.verify(tests, extract_code(self.submitted, tests.entry_point))
+        self.extra = {"flags": verdict.flags,
+                      "verify": {"rounds": verdict.rounds, "calls": verdict.calls, "seconds": verdict.seconds},
+                      "failed_runs": self.runner.failed_runs}
+        return verdict.score
+
+    def _info(self) -> dict[str, Any]:
+        return {**super()._info(), **self.extra}
+
+    async def teardown(self) -> None:
+        await self.runner.close()
 
 
 class LoopPool:
@@ -471,7 +478,9 @@ class CodeDomain:
         self.verifier = verifier
         self.config = config
 
-    def make_env(self) -> CodeEnv:
+    def make_env(self) -> CodeEnv | CodeToolEnv:
+        if self.config.mode == "multi":
+            return CodeToolEnv(self.name, self.verifier, self.sandbox, self.config)
         return CodeEnv(self.name, self.verifier, self.sandbox, self.config)
 
     async def close(self) -> None:
