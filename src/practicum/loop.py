@@ -121,6 +121,8 @@ async def evaluate(
             if ep.score is None:
                 continue
             for k, v in {"reward": ep.score.value, **ep.score.components}.items():
+                if k.startswith("test:"):  # per-test outcomes of one task: meaningless averaged over tasks
+                    continue
                 sums[k] = sums.get(k, 0.0) + v
             if store is not None:
                 g.state = GroupState.evaluated
@@ -314,6 +316,10 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
             log(f"held-out after training:  {after.line()}")
         return TrainResult(run.run_dir, step, before, after, history)
     finally:
+        for dom in run.domains:  # domains that keep sandbox sessions warm release them here
+            close = getattr(dom, "close", None)
+            if close is not None:
+                await close()
         run.close()
 
 
