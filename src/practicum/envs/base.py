@@ -9,10 +9,13 @@ records them on the episode.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 
 
@@ -59,3 +62,21 @@ class Domain(Protocol):
 def iter_train(source: TaskSource, start: int, count: int) -> Iterator[Task]:
     for i in range(start, start + count):
         yield source.train_task(i)
+
+
+def read_jsonl(path: Path) -> list[tuple[int, Any]]:
+    """The non-blank lines of a JSONL task file as ``(line number, value)``; an unreadable file
+    or a line that is not JSON raises :class:`TaskError` naming the file and line."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"cannot read task file {path}: {e}") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as e:
+            raise TaskError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+    return out

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, read_jsonl
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError
 from practicum.records import Message, Score, Task
 from practicum.sandbox.base import Limits, SandboxSession
@@ -192,17 +192,7 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
         return _unique(tasks, str(path))
     if path.suffix == ".jsonl":
         tasks = []
-        try:
-            lines = path.read_text().splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise TaskError(f"cannot read task file {path}: {e}") from None
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        for n, data in read_jsonl(path):
             tasks.append(_task_from(data, f"{path}:{n}", f"{path.stem}/{n}"))
         if not tasks:
             raise TaskError(f"{path}: no tasks")

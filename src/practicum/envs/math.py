@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, read_jsonl
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.scoring import RewardWeights, extract_answer
@@ -125,17 +125,7 @@ class JsonlMathSource:
         self.preamble = preamble(system_prompt, examples)
         self.seed = seed
         rows = []
-        try:
-            lines = path.read_text().splitlines()
-        except OSError as e:
-            raise TaskError(f"cannot read task file {path}: {e}") from e
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskError(f"{path}:{n}: not valid JSON ({e.msg})") from e
+        for n, row in read_jsonl(path):
             if not isinstance(row, dict) or not isinstance(row.get("question"), str) or "answer" not in row:
                 raise TaskError(f"{path}:{n}: each line needs a string 'question' and an 'answer'")
             rows.append(row)
