@@ -103,3 +103,38 @@ def test_limits_end_the_episode_cleanly_and_score_the_state():
         assert ep.info["end_reason"] == reason, kwargs
         assert [e.kind for e in ep.errors] == [reason]
         assert ep.state == EpisodeState.done and ep.reward == 1.0 and env.closed == 1
+
+
+class ToolTemplateEngine(ScriptedEngine):
+    """A scripted engine whose 'chat template' renders tools itself."""
+
+    supports_tools = True
+
+    def __init__(self, reply):
+        super().__init__(reply)
+        self.rendered_tools: list = []
+
+    def chat_ids(self, messages, tools=None):
+        self.rendered_tools.append([t["function"]["name"] for t in tools or []])
+        return super().chat_ids(messages)
+
+    def append_ids(self, messages, new, context_ids=None, tools=None):
+        self.rendered_tools.append([t["function"]["name"] for t in tools or []])
+        return super().append_ids(messages, new, context_ids)
+
+
+def test_tools_go_through_the_chat_template_when_it_supports_them():
+    """With a tool-capable template the schemas are handed to the engine's renderer (first turn
+    and continuations) and the messages stay as the task wrote them; without one, the
+    documented convention is added to the system message instead."""
+    script = [call("write_file", path="notes.txt", text="seven"), call("submit")]
+    native = ToolTemplateEngine(lambda prompt, i: script[i])
+    [ep] = asyncio.run(run_episodes([TASK], lambda t: NotesEnv(), native, SamplingParams(max_new_tokens=500), max_turns=4))
+    assert ep.reward == 1.0 and ep.info["tools_presented"] == "chat_template"
+    assert native.rendered_tools == [["write_file", "read_file", "submit"]] * 2
+    assert ep.messages[0].role == "user" and "<tool_call>" not in ep.messages[0].content
+
+    plain = ScriptedEngine(lambda prompt, i: script[i])
+    [ep] = asyncio.run(run_episodes([TASK], lambda t: NotesEnv(), plain, SamplingParams(max_new_tokens=500), max_turns=4))
+    assert ep.reward == 1.0 and ep.info["tools_presented"] == "system_prompt"
+    assert ep.messages[0].role == "system" and "<tool_call>" in ep.messages[0].content and '"read_file"' in ep.messages[0].content

@@ -19,6 +19,7 @@ from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Environment
 from practicum.errors import RolloutFailure
 from practicum.records import Episode, EpisodeError, EpisodeState, Group, GroupState, Message, Score, Task, Turn
+from practicum.tools import with_tool_prompt
 
 
 @dataclass
@@ -26,6 +27,7 @@ class _Live:
     episode: Episode
     env: Environment
     ids: list[int]  # the full context so far, as token ids
+    tools: list[dict] | None = None  # schemas rendered by the chat template (None: not, or none)
 
 
 async def run_episodes(
@@ -82,6 +84,13 @@ async def _start(task: Task, env: Environment, engine: Engine) -> _Live:
         await env.close()
         return _Live(ep, env, [])
     ep.messages = list(obs.messages)
+    tools = obs.tools or None
+    if tools and getattr(engine, "supports_tools", False):
+        ep.info["tools_presented"] = "chat_template"
+        return _Live(ep, env, engine.chat_ids(ep.messages, tools=tools), tools)
+    if tools:  # the documented system-prompt convention (practicum.tools)
+        ep.messages = with_tool_prompt(ep.messages, tools)
+        ep.info["tools_presented"] = "system_prompt"
     return _Live(ep, env, engine.chat_ids(ep.messages))
 
 
@@ -135,7 +144,10 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
         await x.env.close()
         return
     if not last_turn:
-        x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids)
+        if x.tools:
+            x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids, tools=x.tools)
+        else:
+            x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids)
     ep.messages.extend(obs.messages)
 
 

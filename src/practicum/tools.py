@@ -108,16 +108,27 @@ def tool(fn: Callable[..., Awaitable[str]] | None = None, *, name: str | None = 
     return wrap(fn) if fn is not None else wrap
 
 
-def system_prompt_for(tools: list[Tool]) -> str:
-    """The documented convention for templates without tool support."""
+def system_prompt_for(tools: list[Tool] | list[dict[str, Any]]) -> str:
+    """The documented convention for templates without tool support (tools or their schemas)."""
     lines = [
         "You can use tools. To call one, write exactly",
         '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
         "and stop; the result comes back in the next message. Tools:",
     ]
     for t in tools:
-        lines.append(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters()}))
+        fn = t.schema()["function"] if isinstance(t, Tool) else t["function"]
+        lines.append(json.dumps({"name": fn["name"], "description": fn["description"], "parameters": fn["parameters"]}))
     return "\n".join(lines)
+
+
+def with_tool_prompt(messages: list[Any], schemas: list[dict[str, Any]]) -> list[Any]:
+    """``messages`` with the convention appended to the system message (one is added if none)."""
+    from practicum.records import Message
+
+    convention = system_prompt_for(schemas)
+    if messages and messages[0].role == "system":
+        return [Message(role="system", content=messages[0].content + "\n\n" + convention), *messages[1:]]
+    return [Message(role="system", content=convention), *messages]
 
 
 def parse_tool_calls(text: str, tools: dict[str, Tool]) -> tuple[list[ToolCall], list[ToolCallError]]:

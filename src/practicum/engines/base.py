@@ -43,7 +43,9 @@ class Engine(Protocol):
     policy_version: int
 
     def chat_ids(self, messages: list[Message]) -> list[int]:
-        """Render a conversation with the model's chat template, ending with the assistant cue."""
+        """Render a conversation with the model's chat template, ending with the assistant cue.
+        Engines whose template renders tools also accept ``tools=`` (OpenAI-style schemas) here
+        and in ``append_ids``, and say so with a true ``supports_tools`` attribute."""
         ...
 
     def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:

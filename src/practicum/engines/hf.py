@@ -65,11 +65,18 @@ class HFEngine:
         self._lock = asyncio.Lock()  # one generate at a time on one model
 
     # --- chat rendering -------------------------------------------------------------------
-    def chat_ids(self, messages: list[Message]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, add_generation_prompt=True)
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the model's chat template renders tool schemas itself."""
+        return "tools" in (self.tokenizer.chat_template or "")
+
+    def chat_ids(self, messages: list[Message], tools: list[dict] | None = None) -> list[int]:
+        text = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, add_generation_prompt=True,
+                                                  **({"tools": tools} if tools else {}))
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
-    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
+    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None,
+                   tools: list[dict] | None = None) -> list[int]:
         """Ids that extend a conversation by ``new`` messages and the assistant cue.
 
         Earlier ids are never re-tokenised: the longer conversation is rendered as text and only
@@ -78,14 +85,15 @@ class HFEngine:
         reply's end-of-turn token (ChatML's newline after ``<|im_end|>``), and close a reply that
         was cut off at the token limit.
         """
+        extra = {"tools": tools} if tools else {}
         after = self.tokenizer.apply_chat_template(
-            _as_dicts(messages + new), tokenize=False, add_generation_prompt=True
+            _as_dicts(messages + new), tokenize=False, add_generation_prompt=True, **extra
         )
         if context_ids is not None:
             held = self.tokenizer.decode(context_ids, skip_special_tokens=False)
             if after.startswith(held):
                 return list(self.tokenizer(after[len(held):], add_special_tokens=False).input_ids)
-        before = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False)
+        before = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, **extra)
         if not after.startswith(before):
             raise ValueError("chat template does not render conversations append-only")
         return list(self.tokenizer(after[len(before):], add_special_tokens=False).input_ids)

@@ -18,7 +18,7 @@ from typing import Any
 
 from practicum.envs.base import Observation
 from practicum.records import Message, Score, Task
-from practicum.tools import Tool, ToolCall, ToolError, parse_tool_calls, system_prompt_for, tool
+from practicum.tools import Tool, ToolCall, ToolError, parse_tool_calls, tool
 
 NO_CALL_HINT = (
     "No tool call found. Call a tool with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>, "
@@ -58,13 +58,9 @@ class ToolEnvironment:
         self.task = task
         self._tools = {t.name: t for t in [*self.tools(), self._submit_tool()]}
         await self.setup(task)
-        system = system_prompt_for(list(self._tools.values()))
-        prompt = list(task.prompt)
-        if prompt and prompt[0].role == "system":
-            prompt[0] = Message(role="system", content=prompt[0].content + "\n\n" + system)
-        else:
-            prompt.insert(0, Message(role="system", content=system))
-        return Observation(messages=prompt)
+        # The rollout presents the tools: through the chat template where the model's template
+        # supports tools, else with the system-prompt convention (practicum.tools).
+        return Observation(messages=list(task.prompt), tools=[t.schema() for t in self._tools.values()])
 
     async def step(self, reply: str) -> Observation:
         calls, errors = parse_tool_calls(reply, self._tools)

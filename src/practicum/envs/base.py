@@ -25,6 +25,7 @@ class Observation:
     done: bool = False
     score: Score | None = None  # set when done
     info: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None  # reset only: OpenAI-style schemas of the episode's tools
 
 
 @runtime_checkable
