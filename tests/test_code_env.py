@@ -233,7 +233,7 @@ def test_cli_errors(tmp_path):
     answer = tmp_path / "a.py"
     answer.write_text("x = 1\n")
     several = runner.invoke(verify_app, ["code", "--task", str(TASKS / "easy.jsonl"), "--answer", str(answer)])
-    assert several.exit_code == 2 and "holds 16 tasks; choose one with --id" in several.output
+    assert several.exit_code == 2 and "holds 16 tasks; choose one with --id" in " ".join(several.output.split())
     missing = runner.invoke(verify_app, ["code", "--task", str(tmp_path / "nope.json"), "--answer", str(answer)])
     assert missing.exit_code == 2 and "no such task file" in missing.output
     no_answer = runner.invoke(verify_app, ["code", "--task", str(TASKS / "add_numbers"), "--answer", str(tmp_path / "x.py")])

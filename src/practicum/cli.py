@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from practicum.errors import PracticumError
@@ -38,7 +39,7 @@ console = Console(highlight=False)
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[bold red]error:[/] {e}")
+    console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line: scripts can grep it
     raise typer.Exit(2)
 
 

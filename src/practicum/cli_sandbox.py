@@ -103,7 +103,7 @@ def run(
         if as_json:
             typer.echo(json.dumps({"error": str(e)}))
         else:
-            console.print(f"[bold red]error:[/] {e}")
+            console.print(f"[bold red]error:[/] {e}", soft_wrap=True)
         raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(result.to_json()))

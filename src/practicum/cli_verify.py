@@ -64,10 +64,10 @@ def code(
         mode: Literal["fraction", "all"] = "all" if scoring == "all" else "fraction"
         verdict = asyncio.run(_verify(sandbox, VerifyConfig(scoring=mode), spec, source))
     except RolloutFailure as e:
-        console.print(f"[bold red]verifier failed:[/] {escape(str(e))}")
+        console.print(f"[bold red]verifier failed:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except PracticumError as e:
-        console.print(f"[bold red]error:[/] {escape(str(e))}")
+        console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(verdict.to_json()))
