@@ -156,6 +156,22 @@ def write_result(path: str | Path, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def practicum_run(config: str | Path, overrides: list[str], threads: int | None):
+    """Practicum's side of a benchmark: a fresh :class:`practicum.loop.Run` from the config."""
+    import torch
+
+    from practicum.loop import Run
+
+    cfg = load_cfg(config, overrides)
+    if threads:
+        torch.set_num_threads(threads)
+    return Run(cfg, overwrite=True, log=log)
+
+
 # --- domain, reward, evaluation -----------------------------------------------------------------
 def load_cfg(path: str | Path, overrides: list[str] | None = None):
     from practicum.config import load_config

@@ -45,6 +45,7 @@ from common import (
     evaluate_engine,
     fmt,
     load_cfg,
+    log,
     machine_info,
     machine_line,
     make_engine,
@@ -53,6 +54,7 @@ from common import (
     median,
     messages_as_dicts,
     peak_rss_mb,
+    practicum_run,
     run_side,
     score_texts,
     timed_grpo_trainer_class,
@@ -126,20 +128,10 @@ def practicum_overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
 # --- Practicum's side -----------------------------------------------------------------------
 async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
-    import torch
-
-    from practicum.loop import Run
-
-    cfg = load_cfg(args.config, practicum_overrides(args))
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    run = Run(cfg, overwrite=True, log=log)
+    run = practicum_run(args.config, practicum_overrides(args), args.threads)
+    cfg = run.cfg
     domain = run.domains[0]
     sched = EvalSchedule(args.minutes, args.eval_every)
     evals: list[dict[str, Any]] = []

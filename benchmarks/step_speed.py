@@ -38,12 +38,14 @@ from common import (
     current_rss_mb,
     fmt,
     load_cfg,
+    log,
     machine_info,
     machine_line,
     md_table,
     median,
     messages_as_dicts,
     peak_rss_mb,
+    practicum_run,
     run_side,
     score_texts,
     timed_grpo_trainer_class,
@@ -97,20 +99,10 @@ def overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
 # --- sides ----------------------------------------------------------------------------------------
 async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
-    import torch
-
-    from practicum.loop import Run
-
-    cfg = load_cfg(args.config, overrides(args))
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    run = Run(cfg, overwrite=True, log=log)
+    run = practicum_run(args.config, overrides(args), args.threads)
+    cfg = run.cfg
     steps = []
     sampler.phase = "train"
     try:

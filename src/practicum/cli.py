@@ -28,12 +28,9 @@ app.add_typer(tasks_app, name="tasks")
 
 def _register_subapps() -> None:
     from practicum.cli_sandbox import sandbox_app
+    from practicum.cli_verify import verify_app
 
     app.add_typer(sandbox_app, name="sandbox")
-    try:
-        from practicum.cli_verify import verify_app
-    except ImportError:  # the code verifier is optional at import time only while it is being built
-        return
     app.add_typer(verify_app, name="verify")
 console = Console(highlight=False)
 

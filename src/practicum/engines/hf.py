@@ -118,7 +118,6 @@ class HFEngine:
 
     @torch.inference_mode()
     def generate_sync(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
-        out: list[Completion] = []
         # Sort by length so that each chunk pads little; restore the order at the end.
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: dict[int, Completion] = {}
@@ -126,8 +125,7 @@ class HFEngine:
             idx = order[start:start + self.max_batch]
             for i, c in zip(idx, self._generate_chunk([prompts[i] for i in idx], params, start)):
                 results[i] = c
-        out = [results[i] for i in range(len(prompts))]
-        return out
+        return [results[i] for i in range(len(prompts))]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, offset: int) -> list[Completion]:
         """Decode one left-padded batch with a KV cache. Rows that finish leave the batch (their

@@ -10,7 +10,6 @@ records them on the episode.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -58,11 +57,6 @@ class Domain(Protocol):
     source: TaskSource
 
     def make_env(self) -> Environment: ...
-
-
-def iter_train(source: TaskSource, start: int, count: int) -> Iterator[Task]:
-    for i in range(start, start + count):
-        yield source.train_task(i)
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:

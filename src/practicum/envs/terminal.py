@@ -104,6 +104,7 @@ class TerminalEnv(ToolEnvironment):
         self.folder: TerminalTask | None = None
         self.baseline = ""
         self.started = 0.0
+        self.extra_info: dict = {}  # git diff and verifier output, set by score()
 
     # --- the world ------------------------------------------------------------------------------
     async def setup(self, task: Task) -> None:
@@ -236,7 +237,7 @@ class TerminalEnv(ToolEnvironment):
             return None
 
     def _info(self) -> dict:
-        return {**super()._info(), **getattr(self, "extra_info", {})}
+        return {**super()._info(), **self.extra_info}
 
 
 class TerminalDomain:

@@ -14,8 +14,7 @@ from __future__ import annotations
 import abc
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Literal
 
 from practicum.errors import SandboxError
@@ -201,12 +200,3 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def available(cls) -> tuple[bool, str]:
         """Whether this backend works on this machine, and why not."""
-
-
-@dataclass
-class Workspace:
-    """Host-side facts of a session's workspace (for backends and tests)."""
-
-    host_path: Path
-    inside_path: str = "/workspace"
-    files: dict[str, int] = field(default_factory=dict)
