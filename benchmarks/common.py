@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,19 +226,28 @@ def make_engine(cfg, model_path):
     return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
 
 
-async def aevaluate_engine(engine, domain, max_new_tokens: int, limit: int | None) -> dict[str, float]:
+async def aevaluate_engine(engine, domain, max_new_tokens: int, limit: int | None,
+                           kind_of: Callable[[Any], str] | None = None) -> dict[str, Any]:
     """Practicum's held-out evaluation (greedy, :func:`practicum.loop.evaluate`), flattened to
-    {reward, strict, lenient, format, n, seconds}."""
+    {reward, strict, lenient, format, n, seconds}; with ``kind_of`` (task -> a kind of problem)
+    also ``by_kind``: {kind: {n, lenient}}."""
     from practicum.loop import evaluate
 
     res = await evaluate(engine, [domain], max_new_tokens, 1, None, 0, limit)
-    m = dict(res.per_domain[domain.name])
+    m: dict[str, Any] = dict(res.per_domain[domain.name])
     m["seconds"] = res.seconds
+    if kind_of is not None:
+        kinds = {t.id: kind_of(t) for t in domain.source.eval_tasks()}
+        by: dict[str, list[float]] = {}
+        for r in res.per_task:
+            by.setdefault(kinds[r["task"]], []).append(r["components"].get("lenient", 0.0))
+        m["by_kind"] = {k: {"n": len(v), "lenient": sum(v) / len(v)} for k, v in sorted(by.items())}
     return m
 
 
-def evaluate_engine(engine, domain, max_new_tokens: int, limit: int | None) -> dict[str, float]:
-    return asyncio.run(aevaluate_engine(engine, domain, max_new_tokens, limit))
+def evaluate_engine(engine, domain, max_new_tokens: int, limit: int | None,
+                    kind_of: Callable[[Any], str] | None = None) -> dict[str, Any]:
+    return asyncio.run(aevaluate_engine(engine, domain, max_new_tokens, limit, kind_of))
 
 
 class EvalSchedule:
@@ -269,9 +278,11 @@ class EvalSchedule:
         return train_seconds >= self.limit_s
 
 
-def eval_line(label: str, m: dict[str, float]) -> str:
+def eval_line(label: str, m: dict[str, Any]) -> str:
+    kinds = "".join(f" {k} {v['lenient']:.2f}" for k, v in m.get("by_kind", {}).items())
     return (f"[eval] {label}: strict {m.get('strict', 0):.3f} lenient {m.get('lenient', 0):.3f} "
-            f"format {m.get('format', 0):.3f} (n={int(m['n'])}, {m['seconds']:.0f} s)")
+            f"format {m.get('format', 0):.3f} (n={int(m['n'])}, {m['seconds']:.0f} s)"
+            + (f" | by kind:{kinds}" if kinds else ""))
 
 
 # --- reporting ----------------------------------------------------------------------------------

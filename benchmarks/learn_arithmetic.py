@@ -83,6 +83,21 @@ MATCHED = [
 ]
 
 
+KINDS = ("add", "add-carry", "sub", "sub-borrow", "sub-neg")
+
+
+def problem_kind(task: Any) -> str:
+    """The kind of a chain_sum problem, for accuracy by kind: ``add`` / ``add-carry`` (the units
+    carry), ``sub`` / ``sub-borrow`` (the units borrow), ``sub-neg`` (the result is negative)."""
+    a, op, b = task.metadata["entry"]["metadata"]["expression"].split()
+    x, y = int(a), int(b)
+    if op == "+":
+        return "add-carry" if x % 10 + y % 10 >= 10 else "add"
+    if x < y:
+        return "sub-neg"
+    return "sub-borrow" if x % 10 < y % 10 else "sub"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,7 +154,7 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
 
     async def do_eval(point: float, step: int, train_s: float) -> None:
         sampler.phase = "eval"
-        m = await aevaluate_engine(run.engine, domain, args.eval_tokens, args.eval_size)
+        m = await aevaluate_engine(run.engine, domain, args.eval_tokens, args.eval_size, problem_kind)
         sampler.phase = "train"
         evals.append({"minutes": point, "train_minutes": train_s / 60, "step": step, **m})
         log(eval_line(f"practicum t={train_s / 60:.2f} min (step {step})", m))
@@ -267,7 +282,7 @@ def trl_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
     def do_eval(model, point: float, step: int, train_s: float) -> None:
         sampler.phase = "eval"
         engine.load_weights(getattr(model, "module", model).state_dict(), step)
-        m = evaluate_engine(engine, domain, args.eval_tokens, args.eval_size)
+        m = evaluate_engine(engine, domain, args.eval_tokens, args.eval_size, problem_kind)
         sampler.phase = "train"
         evals.append({"minutes": point, "train_minutes": train_s / 60, "step": step, **m})
         log(eval_line(f"trl t={train_s / 60:.2f} min (step {step})", m))
@@ -423,6 +438,14 @@ def report(result: dict[str, Any]) -> str:
                    "s/step first 10", "s/step last 10",
                    "zero-grad steps", "uniform groups", "mean completion tokens", "peak RSS train (GB)",
                    "peak RSS process (GB)"], srows)
+    krows = []
+    for s in sides:
+        evs = result["sides"][s]["evals"]
+        for e in (evs[0], evs[-1]) if evs else ():
+            by = e.get("by_kind", {})
+            krows.append([f"{names[s]} {e['minutes']:g} min"] + [fmt(by[k]["lenient"], 3) if k in by else "–" for k in KINDS])
+    ns = next((e["by_kind"] for s in sides for e in result["sides"][s]["evals"] if "by_kind" in e), {})
+    t3 = md_table(["lenient accuracy by kind"] + [f"{k} (n={ns[k]['n']})" if k in ns else k for k in KINDS], krows)
     n_eval = next((int(e["n"]) for s in sides for e in result["sides"][s]["evals"]), 0)
     lines = [
         f"### learn_arithmetic: held-out accuracy vs training time ({n_eval} held-out chain_sum problems, greedy, "
@@ -431,6 +454,8 @@ def report(result: dict[str, Any]) -> str:
         t1,
         "",
         t2,
+        "",
+        t3,
         "",
         f"Machine: {machine_line(result['machine'])}.",
         f"Command: `{result['command']}`",

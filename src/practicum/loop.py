@@ -40,7 +40,7 @@ class EvalResult:
 
     per_domain: dict[str, dict[str, float]]
     seconds: float
-    per_task: list[dict[str, Any]] = field(default_factory=list)  # task, domain, reward, turns, tool errors, end
+    per_task: list[dict[str, Any]] = field(default_factory=list)  # task, domain, reward, components, turns, tool errors, end
 
     def line(self) -> str:
         parts = []
@@ -110,7 +110,9 @@ async def evaluate(
                                   max_tokens, max_seconds)
         for g in groups:
             ep = g.episodes[0]
-            rows.append({"task": g.task.id, "domain": dom.name, "reward": ep.reward, "turns": len(ep.turns),
+            comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
+            rows.append({"task": g.task.id, "domain": dom.name, "reward": ep.reward, "components": comps,
+                         "turns": len(ep.turns),
                          "tool_calls": sum(ep.info.get("tool_calls", {}).values()),
                          "tool_errors": int(ep.info.get("tool_error_count", 0)),
                          "end": ep.info.get("end_reason", ep.state.value),
