@@ -105,6 +105,13 @@ def test_malformed_task_folders_and_paths(tmp_path):
     (folder / "tests" / "test_f.py").write_text("def test_x(:\n")
     with pytest.raises(TaskError, match=r"task\.json: .*test_f\.py is not valid Python"):
         load_tasks(folder)
+    (folder / "tests" / "test_f.py").write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(TaskError, match=r"test_f\.py: cannot read it"):
+        load_tasks(folder)
+    (folder / "tests" / "test_f.py").write_text("def test_x():\n    assert f() == 1\n")
+    (folder / "task.json").write_text(json.dumps({"prompt": "p", "entry_point": "f", "tests": ["a.py"]}))
+    with pytest.raises(TaskError, match="'tests' must be an object"):
+        load_tasks(folder)
 
 
 # --- replies -----------------------------------------------------------------------------------

@@ -40,6 +40,11 @@ EXPECTED_FLAG = {
 }
 SUITES = ("check", "pytest", "both")
 
+def test_every_case_with_a_known_flag_is_in_the_corpus():
+    """A known case renamed or dropped from the corpus would silently lose its flag check."""
+    assert set(EXPECTED_FLAG) <= set(CASES), sorted(set(EXPECTED_FLAG) - set(CASES))
+
+
 pytestmark = pytest.mark.skipif(not CASES, reason=f"no reward-hack corpus at {CORPUS} (set PRACTICUM_SHARED)")
 
 

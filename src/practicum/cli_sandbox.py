@@ -99,7 +99,7 @@ def run(
             raise SandboxError("--timeout and --memory-mb must be positive")
         limits = Limits(timeout_s=timeout, cpu_s=timeout, memory_mb=memory_mb)
         result = asyncio.run(_run(file, workspace, limits, backend))
-    except SandboxError as e:
+    except (SandboxError, OSError, ValueError) as e:  # also an unreadable file, a bad #! line
         if as_json:
             typer.echo(json.dumps({"error": str(e)}))
         else:

@@ -157,6 +157,13 @@ def _read_json(path: Path) -> Any:
         raise TaskError(f"{path}: not valid JSON ({e})") from None
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TaskError(f"{path}: cannot read it ({e})") from None
+
+
 def load_task_folder(folder: Path) -> CodeTask:
     """``task.json`` plus optional ``tests/*.py`` (pytest files) and ``solution.py`` (reference)."""
     data = _read_json(folder / "task.json")
@@ -164,12 +171,16 @@ def load_task_folder(folder: Path) -> CodeTask:
         data = dict(data)
         tests_dir = folder / "tests"
         if tests_dir.is_dir():
-            files = dict(data.get("tests") or {})
+            given = data.get("tests") or {}
+            if not isinstance(given, dict):
+                raise TaskError(f"{folder / 'task.json'}: 'tests' must be an object of file name -> source "
+                                f"when the folder also has tests/, got {type(given).__name__}")
+            files = dict(given)
             for f in sorted(tests_dir.glob("*.py")):
-                files.setdefault(f.name, f.read_text())
+                files.setdefault(f.name, _read_text(f))
             data["tests"] = files
         if (folder / "solution.py").is_file():
-            data.setdefault("correct_solution", (folder / "solution.py").read_text())
+            data.setdefault("correct_solution", _read_text(folder / "solution.py"))
     return _task_from(data, str(folder / "task.json"), folder.name)
 
 

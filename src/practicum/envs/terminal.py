@@ -254,8 +254,11 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> tupl
     """Score a task's workspace untouched (``solve=False``) or after its reference solution:
     what ``practicum tasks check --run-solutions`` and the tests use."""
     env = domain.make_env()
-    await env.reset(task)
     try:
+        try:
+            await env.reset(task)
+        except EnvironmentFailure as e:  # the task's own set-up failed: the check reports it
+            return Score(value=0.0, explanation=f"set-up failed: {e}"), str(e)
         folder = env.folder
         assert folder is not None
         if solve:

