@@ -612,3 +612,13 @@ def test_fork_server_is_fast_enough_to_matter() -> None:
 
     fork, fresh = run(main())  # type: ignore[misc]
     assert fork < fresh
+
+
+def test_an_interpreter_under_tmp_is_refused_with_the_reason(monkeypatch):
+    """Each sandbox mounts its own /tmp, which would hide an interpreter installed there; the
+    backend says so instead of failing with nsjail's 'Launching child process failed'."""
+    from practicum.sandbox import namespaced
+
+    monkeypatch.setattr(NsjailSandbox, "python_paths", lambda self: ["/tmp/clone/.venv"])
+    ok, why = namespaced._available.__wrapped__()  # the cached answer is for the real interpreter
+    assert not ok and "lives under /tmp (/tmp/clone/.venv)" in why

@@ -436,6 +436,10 @@ def _available() -> tuple[bool, str]:
     if cg_ok:
         sweep_stale_cgroups()
     sb = NsjailSandbox(nsjail=nsjail)
+    under_tmp = [p for p in sb.python_paths() if p == "/tmp" or p.startswith("/tmp/")]
+    if under_tmp:  # each sandbox mounts its own empty /tmp over it: the interpreter would vanish
+        return False, (f"the Python interpreter lives under /tmp ({under_tmp[0]}), which every sandbox replaces "
+                       "with its own; install the project (its .venv) outside /tmp")
     cmd = sb.command(Limits(), 0x100000 + 2 * secrets.randbelow(1 << 29), None, [sb.python, "-c", "import os"])
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=30, env=HOST_ENV)
