@@ -33,9 +33,9 @@ def test_reference_scores_1_and_untouched_scores_0(name):
     async def both():
         return await run_reference(DOMAIN, BY_NAME[name], True), await run_reference(DOMAIN, BY_NAME[name], False)
 
-    (ref, ref_log), (untouched, log) = asyncio.run(both())
-    assert ref is not None and ref.value == 1.0, (ref, ref_log)
-    assert untouched is not None and untouched.value == 0.0, (untouched, log)
+    ref, untouched = asyncio.run(both())
+    assert ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched
 
 
 def call(name: str, **args) -> str:

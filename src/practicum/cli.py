@@ -256,8 +256,8 @@ def tasks_check(
                     continue
                 domain = TerminalDomain("terminal", folder.parent)
                 task = next(t for t in domain.source.eval_tasks() if t.id == f"terminal/{folder.name}")
-                ref, _ = await run_reference(domain, task, True)
-                untouched, _ = await run_reference(domain, task, False)
+                ref = (await run_reference(domain, task, True)).score
+                untouched = (await run_reference(domain, task, False)).score
                 ok = ref is not None and ref.value >= 1.0 and untouched is not None and untouched.value <= 0.0
                 failed += not ok
                 table.add_row(folder.name, "-" if ref is None else f"{ref.value:.2f}",

@@ -27,6 +27,7 @@ import os
 import random
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from practicum.envs.agent import ToolEnvironment
@@ -250,7 +251,24 @@ class TerminalDomain:
         return TerminalEnv(self.name, self.source, self.sandbox)
 
 
-async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> tuple[Score | None, str]:
+@dataclass(frozen=True)
+class ReferenceRun:
+    """What scoring a task's untouched workspace or its reference solution gave.
+
+    ``score`` is None when there is nothing to score (no ``solution/solve.sh``); ``failed_step``
+    names the step that went wrong (``build``, ``setup``, ``solution``, ``verifier``), None when
+    every step ran; ``output`` is the last lines of that step's output (else the verifier's)."""
+
+    score: Score | None
+    failed_step: str | None = None
+    output: str = ""
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> ReferenceRun:
     """Score a task's workspace untouched (``solve=False``) or after its reference solution:
     what ``practicum tasks check --run-solutions`` and the tests use."""
     env = domain.make_env()
@@ -258,21 +276,23 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> tupl
         try:
             await env.reset(task)
         except EnvironmentFailure as e:  # the task's own set-up failed: the check reports it
-            return Score(value=0.0, explanation=f"set-up failed: {e}"), str(e)
+            return ReferenceRun(Score(value=0.0, explanation=f"set-up failed: {e}"), "setup", _tail(str(e)))
         folder = env.folder
         assert folder is not None
         if solve:
             if folder.solution_script is None:
-                return None, "no solution/solve.sh"
+                return ReferenceRun(None, None, "no solution/solve.sh")
             await env._copy_in(folder.path / "solution", folder.solution_files, f"{STATE_DIR}/solution")
             r = await env._live().exec(["bash", f"{STATE_DIR}/solution/solve.sh"], timeout_s=folder.agent_timeout_s,
                                        env={**folder.spec.solution.env} or None)
             if r.status != "ok":
-                return Score(value=0.0, explanation=f"solve.sh {r.status}"), r.stderr[-500:]
+                return ReferenceRun(Score(value=0.0, explanation=f"solve.sh {r.status}"), "solution",
+                                    _tail(r.stdout + r.stderr + (f"\n{r.detail}" if r.detail else "")))
         try:
             score = await env.score("reference" if solve else "untouched")
         except VerifierFailure as e:
-            return Score(value=0.0, explanation=str(e)), str(e)
-        return score, env.extra_info.get("verifier", {}).get("output", "")
+            out = env.extra_info.get("verifier", {}).get("output", "")
+            return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"))
+        return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")))
     finally:
         await env.close()
