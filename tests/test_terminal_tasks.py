@@ -186,7 +186,7 @@ def test_every_problem_is_reported_with_its_file(tmp_path):
 
 @pytest.mark.parametrize(("toml", "expected"), [
     ("[agent\ntimeout_sec = 1", "not valid TOML"),
-    ("timeout_sec = 5\n", "timeout_sec: unknown field (Harbor's fields here: version, metadata"),
+    ("timeout_sec = 5\n", "timeout_sec: unknown field (Harbor's fields here: schema_version, version, metadata"),
     ('version = "1.0"\nschema_version = "1.1"\n', "either version or schema_version"),
     ("[environment]\ngpus = 1\n", "no GPU"),
     ("[environment]\nmemory = 'lots'\n", "must look like '2G'"),
@@ -232,7 +232,7 @@ def test_script_hygiene(tmp_path):
     (d / "tests" / "test.sh").chmod(0o644)
     problems = check_task(d)
     errors, warnings = messages(problems), messages(problems, "warning")
-    assert any("test.sh: has CRLF line endings" in m for m in errors)
+    assert any("test.sh: line 1 has a CRLF line ending on a command line" in m for m in errors)
     assert any("test.sh: warning: no #! line" in m for m in warnings)
     assert any("test.sh: warning: not executable" in m for m in warnings)
     assert any("solve.sh: warning: line 2 seems to fetch from the network ('curl')" in m for m in warnings)
@@ -363,9 +363,11 @@ def test_read_reward(tmp_path):
     ("reward.txt", "1.5", "outside [0, 1]"),
     ("reward.txt", "nan", "outside [0, 1]"),
     ("reward.json", "{bad", "not JSON"),
-    ("reward.json", '{"score": 1}', 'numeric "reward"'),
-    ("reward.json", '{"reward": true}', 'numeric "reward"'),
-    ("reward.json", "[1]", 'numeric "reward"'),
+    ("reward.json", '{"reward": true}', '"reward" is True; it must be a number'),
+    ("reward.json", "[1]", "must be an object"),
+    ("reward.json", "{}", "must be an object"),
+    ("reward.json", '{"correctness": 1, "note": "fast"}', "named reward 'note' is 'fast'"),
+    ("reward.json", '{"correctness": 1, "speed": 2}', "reward.json 'speed': reward 2.0 is outside [0, 1]"),
 ])
 def test_bad_rewards_are_verifier_failures(tmp_path, name, content, expected):
     (tmp_path / name).write_text(content)

@@ -16,7 +16,8 @@ runs a task (``practicum.envs.terminal``), which :func:`check_task` checks stati
 
 1. **Reset.** Every file of ``environment/`` except ``Dockerfile``, ``docker-compose.y(a)ml`` and
    ``.practicum-setup.sh`` is copied to the workspace, which appears at :attr:`TerminalTask.workdir`
-   (the Dockerfile's last ``WORKDIR``, default ``/app``). If ``environment/.practicum-setup.sh``
+   (task.toml's ``[environment] workdir``, else the Dockerfile's last ``WORKDIR``, else ``/app``).
+   If ``environment/.practicum-setup.sh``
    exists it runs once with ``bash``, working directory = workdir, without network, before the
    agent starts; it is not copied into the workspace. It is how a task ships state that plain
    files cannot carry: git history (branches to merge, commits to revert), file modes, generated
@@ -28,8 +29,9 @@ runs a task (``practicum.envs.terminal``), which :func:`check_task` checks stati
    gone), ``tests/`` is copied to ``/tests``, and ``bash /tests/test.sh`` runs with working
    directory = workdir, ``[verifier] env`` in its environment, within ``[verifier] timeout_sec``.
    The reward is ``/logs/verifier/reward.txt`` (one number) or, if that file is absent,
-   ``/logs/verifier/reward.json`` (an object with a numeric ``"reward"``; other numeric keys are
-   components); :func:`parse_reward` reads it (:func:`read_reward` from a folder). The reward must lie in [0, 1].
+   ``/logs/verifier/reward.json``: an object with a numeric ``"reward"`` (other numeric keys are
+   components), or named rewards without ``"reward"`` (the reward is their mean; each is a
+   component). :func:`parse_reward` reads it (:func:`read_reward` from a folder). Rewards lie in [0, 1].
 
 Differences from Harbor (docs/terminal-tasks.md has the full list): the Dockerfile is not built,
 so a task runs unchanged only where it needs nothing beyond the shared environment (python3,
@@ -38,9 +40,13 @@ workdir as a whole instead of through the Dockerfile's COPY lines; there is neve
 ``allow_internet`` is not honoured; GPUs, prebuilt images, compose services and multi-step
 tasks are not supported, and :func:`check_task` says so; ``.practicum-setup.sh`` is ours.
 
-Every Harbor field is accepted (typed and validated here); the ones Practicum does not act on
-are listed in :data:`UNUSED_HARBOR_FIELDS`. A field Harbor does not have is a problem, so that
-a misspelt ``timeout_secs`` is never silently replaced by a default.
+Every field of Harbor's task.toml up to schema 1.4 is accepted (typed and validated here),
+deprecated spellings included (``version``, ``memory``/``storage`` size strings); the ones
+Practicum does not act on are listed, each with the reason, in :data:`UNUSED_HARBOR_FIELDS`. A
+field Harbor does not have is a problem, so that a misspelt ``timeout_secs`` is never silently
+replaced by a default. Scripts are checked for what bash would trip on (a CRLF line ending on a
+command line, not one inside a here-document) and for network fetches other than the package
+installs Practicum serves offline.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from practicum.errors import TaskError, VerifierFailure
 from practicum.records import Message, Score, Task
@@ -69,59 +75,189 @@ VERIFIER_DIR = "/logs/verifier"
 # A workspace there would hide or be hidden by what the environment mounts itself.
 RESERVED_DIRS = ("/tests", "/logs", "/oracle", "/solution", "/proc", "/sys", "/dev")
 
-UNUSED_HARBOR_FIELDS = (
-    "agent.user", "verifier.user", "environment.build_timeout_sec", "environment.docker_image",
-    "environment.gpu_types", "environment.allow_internet", "environment.network_mode",
-    "environment.allowed_hosts", "environment.mcp_servers", "environment.healthcheck",
-    "environment.skills_dir", "environment.os", "solution.env", "task", "source",
-)
+UNUSED_HARBOR_FIELDS: dict[str, str] = {
+    "agent.user": "the sandbox picks the user",
+    "verifier.user": "the sandbox picks the user",
+    "agent.network_mode": "sandboxes never have network",
+    "agent.allowed_hosts": "sandboxes never have network",
+    "verifier.network_mode": "sandboxes never have network",
+    "verifier.allowed_hosts": "sandboxes never have network",
+    "verifier.environment_mode": "the verifier always runs in the agent's sandbox, after the agent (Harbor's 'shared')",
+    "verifier.environment": "there is no separate verifier sandbox to configure",
+    "verifier.collect": "artifacts are not collected, so there is nothing to run before collecting them",
+    "environment.build_timeout_sec": "the image build has no separate time limit",
+    "environment.docker_image": "images are never pulled; the Dockerfile (or the local base) is used",
+    "environment.gpu_types": "terminal sandboxes have no GPU",
+    "environment.allow_internet": "sandboxes never have network",
+    "environment.network_mode": "sandboxes never have network",
+    "environment.allowed_hosts": "sandboxes never have network",
+    "environment.mcp_servers": "MCP servers are not started (check_task warns)",
+    "environment.healthcheck": "nothing is started that would need one (check_task warns)",
+    "environment.skills_dir": "agents get their tools from Practicum, not from a skills folder",
+    "solution.env": "read by run_reference only",
+    "artifacts": "the episode keeps the workspace's git diff instead of collected files",
+    "task": "registry package information",
+    "source": "provenance only",
+}
+"""Harbor fields that are accepted and validated but not acted on, each with the reason."""
+
+KNOWN_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
+NetworkMode = Literal["public", "no-network", "allowlist"]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class AgentSpec(_Section):
+class _Network(_Section):
+    """Harbor's per-phase network policy (schema 1.3+): accepted, never honoured."""
+
+    network_mode: NetworkMode | None = Field(default=None, description="Harbor: network policy. Not honoured: sandboxes never have network.")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Harbor: hosts allowed with network_mode = 'allowlist'. Not honoured.")
+
+    @model_validator(mode="after")
+    def _allowlist(self) -> Any:
+        if self.allowed_hosts and self.network_mode not in (None, "allowlist"):
+            raise ValueError(f"allowed_hosts needs network_mode = 'allowlist', not {self.network_mode!r}")
+        return self
+
+
+class AgentSpec(_Network):
     timeout_sec: float = Field(default=600.0, gt=0, description="Wall time the agent has for the whole episode.")
     user: str | int | None = Field(default=None, description="Harbor: OS user of the agent. Not used: the sandbox picks it.")
-
-
-class VerifierSpec(_Section):
-    timeout_sec: float = Field(default=600.0, gt=0, description="Wall time of tests/test.sh.")
-    env: dict[str, str] = Field(default_factory=dict, description="Environment variables given to tests/test.sh.")
-    user: str | int | None = Field(default=None, description="Harbor: OS user of the verifier. Not used.")
 
 
 class SolutionSpec(_Section):
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables given to solution/solve.sh.")
 
 
-class EnvironmentSpec(_Section):
+class Healthcheck(_Section):
+    """Harbor's readiness check (Docker HEALTHCHECK's options). Not run."""
+
+    command: str
+    interval_sec: float = Field(default=5.0, ge=0)
+    timeout_sec: float = Field(default=30.0, gt=0)
+    start_period_sec: float = Field(default=0.0, ge=0)
+    start_interval_sec: float = Field(default=5.0, ge=0)
+    retries: int = Field(default=3, ge=1)
+
+
+class McpServer(_Section):
+    """One of Harbor's MCP servers offered to the agent. Not started."""
+
+    name: str
+    transport: Literal["sse", "streamable-http", "http", "stdio"] = "sse"
+    url: str | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> McpServer:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError(f"MCP server {self.name!r}: transport 'stdio' needs a command")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"MCP server {self.name!r}: transport {self.transport!r} needs a url")
+        return self
+
+
+class TpuSpec(_Section):
+    """Harbor's ``[environment.tpu]``. A task that asks for one cannot run here."""
+
+    type: str
+    topology: str = Field(pattern=r"^\d+x\d+(x\d+)?$", description="NxM or NxMxK chips.")
+
+
+class EnvironmentSpec(_Network):
     cpus: int = Field(default=1, ge=1, description="CPU cores the task may use.")
     memory_mb: int = Field(default=2048, ge=1, description="Memory limit in MiB.")
     storage_mb: int = Field(default=10240, ge=1, description="Workspace size limit in MiB.")
     gpus: int = Field(default=0, ge=0, description="GPUs the task needs; Practicum's terminal sandboxes have none.")
-    build_timeout_sec: float = Field(default=600.0, gt=0, description="Harbor: image build time. Not used: nothing is built.")
+    tpu: TpuSpec | None = Field(default=None, description="Harbor: a TPU slice; none here, so a task asking for one is refused.")
+    workdir: str | None = Field(default=None, description="Where the workspace appears; overrides the Dockerfile's WORKDIR.")
+    build_timeout_sec: float = Field(default=600.0, gt=0, description="Harbor: image build time. Not used.")
     docker_image: str | None = Field(default=None, description="Harbor: a prebuilt image. Not used.")
     gpu_types: list[str] | None = Field(default=None, description="Harbor: acceptable GPU types. Not used.")
-    allow_internet: bool = Field(default=True, description="Harbor: network access. Not honoured: sandboxes never have network.")
-    network_mode: str | None = Field(default=None, description="Harbor: network policy. Not honoured.")
-    allowed_hosts: list[str] = Field(default_factory=list, description="Harbor: network allow-list. Not honoured.")
-    mcp_servers: list[dict[str, Any]] = Field(default_factory=list, description="Harbor: MCP servers. Not started.")
-    healthcheck: dict[str, Any] | None = Field(default=None, description="Harbor: readiness check. Not run.")
-    skills_dir: str | None = Field(default=None, description="Harbor: agent skills folder. Not used.")
-    os: str | None = Field(default=None, description="Harbor: target OS. Only linux runs here.")
+    allow_internet: bool = Field(default=True, description="Harbor (deprecated for network_mode): network access. Not honoured.")
+    mcp_servers: list[McpServer] = Field(default_factory=list, description="Harbor: MCP servers. Not started.")
+    healthcheck: Healthcheck | None = Field(default=None, description="Harbor: readiness check. Not run.")
+    skills_dir: str | None = Field(default=None, description="Harbor: agent skills folder in the environment. Not used.")
+    os: str | None = Field(default=None, description="Harbor: target OS ('linux' or 'windows'). Only linux runs here.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables of the agent's shell.")
     # Harbor's deprecated size strings ("2G", "512M"); converted to memory_mb / storage_mb.
     memory: str | None = Field(default=None, exclude=True, description="Deprecated Harbor field; use memory_mb.")
     storage: str | None = Field(default=None, exclude=True, description="Deprecated Harbor field; use storage_mb.")
 
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError(f"{v!r} must be an absolute path")
+        return posixpath.normpath(v) if v is not None else None
+
     @model_validator(mode="after")
     def _sizes(self) -> EnvironmentSpec:
-        if self.memory is not None:
-            self.memory_mb, self.memory = _size_to_mb(self.memory), None
-        if self.storage is not None:
-            self.storage_mb, self.storage = _size_to_mb(self.storage), None
+        for old, new in (("memory", "memory_mb"), ("storage", "storage_mb")):
+            size = getattr(self, old)
+            if size is None:
+                continue
+            mb = _size_to_mb(size)
+            if new in self.model_fields_set and getattr(self, new) != mb:
+                raise ValueError(f"{old} = {size!r} and {new} = {getattr(self, new)} disagree; give {new} only")
+            setattr(self, new, mb)
+            setattr(self, old, None)
+        return self
+
+
+class CollectHook(_Section):
+    """Harbor's ``[[verifier.collect]]``: a command run before artifacts are collected. Not run."""
+
+    command: str
+    service: str = "main"
+    timeout_sec: float = Field(default=60.0, gt=0)
+    user: str | int | None = None
+
+
+class VerifierSpec(_Network):
+    timeout_sec: float = Field(default=600.0, gt=0, description="Wall time of tests/test.sh.")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables given to tests/test.sh.")
+    user: str | int | None = Field(default=None, description="Harbor: OS user of the verifier. Not used.")
+    environment_mode: Literal["shared", "separate"] | None = Field(
+        default=None, description="Harbor: verify in the agent's sandbox or a separate one. Always the agent's here.")
+    environment: EnvironmentSpec | None = Field(default=None, description="Harbor: the separate verifier sandbox. Not used.")
+    collect: list[CollectHook] = Field(default_factory=list, description="Harbor: commands run before collecting artifacts. Not run.")
+
+    @model_validator(mode="after")
+    def _mode(self) -> VerifierSpec:
+        if self.environment_mode == "shared" and self.environment is not None:
+            raise ValueError("environment_mode = 'shared' cannot have a [verifier.environment]")
+        return self
+
+    @property
+    def separate(self) -> bool:
+        """Whether Harbor would verify in a separate sandbox."""
+        return self.environment_mode == "separate" or (self.environment_mode is None and self.environment is not None)
+
+
+class Artifact(_Section):
+    """One entry of Harbor's top-level ``artifacts`` (a bare string is its ``source``). Not collected."""
+
+    source: str
+    destination: str | None = None
+    service: str | None = None
+    exclude: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, data: Any) -> Any:
+        return {"source": data} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _contained(self) -> Artifact:
+        for p in (self.source, self.destination):
+            if p is not None and ".." in p.split("/"):
+                raise ValueError(f"artifact path {p!r} must not contain '..'")
+        if self.destination is not None and self.destination.startswith("/"):
+            raise ValueError(f"artifact destination {self.destination!r} must be relative")
         return self
 
 
@@ -140,17 +276,20 @@ class PackageInfo(_Section):
 
 
 class TaskSpec(_Section):
-    """``task.toml``: Harbor's fields and defaults. ``[metadata]`` is free-form; Practicum reads
-    ``difficulty``, ``category`` and ``tags`` from it when present."""
+    """``task.toml``: Harbor's fields and defaults, up to schema 1.4. ``[metadata]`` is free-form;
+    Practicum reads ``difficulty``, ``category`` and ``tags`` from it when present."""
 
-    version: str = Field(default="1.0", description="Schema version (Harbor also spells it schema_version).")
+    version: str = Field(default="1.0", description="Schema version (Harbor 1.1+ spells it schema_version).")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form: difficulty, category, tags, author...")
     agent: AgentSpec = Field(default_factory=AgentSpec)
     verifier: VerifierSpec = Field(default_factory=VerifierSpec)
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
     solution: SolutionSpec = Field(default_factory=SolutionSpec)
+    artifacts: list[Artifact] = Field(default_factory=list, description="Harbor: files copied out after the agent. Not collected.")
     task: PackageInfo | None = Field(default=None, description="Harbor: registry package information. Not used.")
     source: str | None = Field(default=None, description="Harbor: where the task came from. Not used.")
+    steps: list[dict[str, Any]] = Field(default_factory=list, description="Harbor: a multi-step task's steps. Refused.")
+    multi_step_reward_strategy: str | None = Field(default=None, description="Harbor: how steps' rewards combine. Refused with steps.")
 
     @model_validator(mode="before")
     @classmethod
@@ -305,7 +444,14 @@ def read_reward(verifier_dir: str | Path) -> Score:
 
 
 def parse_reward(reward_txt: str | None, reward_json: str | None) -> Score:
-    """The reward from the contents of reward.txt and reward.json (None: the file is absent)."""
+    """The reward from the contents of reward.txt and reward.json (None: the file is absent).
+
+    ``reward.json`` is either an object with a numeric ``"reward"`` (the reward; its other numeric
+    keys become score components, as before), or, without a ``"reward"`` key, an object of named
+    rewards, as Harbor's multi-reward verifiers write (``{"correctness": 1, "performance": 0}``):
+    then every value must be a number in [0, 1], each is kept as a component, and the reward is
+    their mean, so each named reward weighs the same.
+    """
     if reward_txt is not None:
         raw = reward_txt.strip()
         try:
@@ -313,17 +459,28 @@ def parse_reward(reward_txt: str | None, reward_json: str | None) -> Score:
         except ValueError:
             raise VerifierFailure(f"reward.txt holds {raw[:80]!r}, not a number") from None
         return Score(value=_unit(value, "reward.txt"), explanation="reward.txt")
-    if reward_json is not None:
-        try:
-            data = json.loads(reward_json)
-        except json.JSONDecodeError as e:
-            raise VerifierFailure(f"reward.json is not JSON: {e}") from None
-        if not isinstance(data, dict) or not _is_number(data.get("reward")):
-            raise VerifierFailure('reward.json must be an object with a numeric "reward"')
+    if reward_json is None:
+        raise VerifierFailure("the verifier wrote no reward (neither reward.txt nor reward.json)")
+    try:
+        data = json.loads(reward_json)
+    except json.JSONDecodeError as e:
+        raise VerifierFailure(f"reward.json is not JSON: {e}") from None
+    if not isinstance(data, dict) or not data:
+        raise VerifierFailure('reward.json must be an object: {"reward": 0.5} or named rewards such as '
+                              '{"correctness": 1, "performance": 0}')
+    if "reward" in data:
+        if not _is_number(data["reward"]):
+            raise VerifierFailure(f'reward.json: "reward" is {data["reward"]!r}; it must be a number')
         components = {k: float(v) for k, v in data.items() if k != "reward" and _is_number(v)}
         return Score(value=_unit(float(data["reward"]), "reward.json"), components=components,
                      explanation="reward.json")
-    raise VerifierFailure("the verifier wrote no reward (neither reward.txt nor reward.json)")
+    named: dict[str, float] = {}
+    for key, v in data.items():
+        if not _is_number(v):
+            raise VerifierFailure(f"reward.json: the named reward {key!r} is {v!r}; every named reward must be a number")
+        named[key] = _unit(float(v), f"reward.json {key!r}")
+    return Score(value=sum(named.values()) / len(named), components=named,
+                 explanation=f"reward.json: mean of {', '.join(named)}")
 
 
 def _is_number(v: Any) -> bool:
@@ -409,10 +566,17 @@ def _substitute(value: str, variables: dict[str, str]) -> tuple[str, set[str]]:
 
 # --- checking ------------------------------------------------------------------------------------
 
-_NETWORK = re.compile(
-    r"\b(curl|wget|pip3? install|python3? -m pip install|uv (?:pip|add|sync|run)|uvx|apt(?:-get)? install"
-    r"|npm (?:install|ci)|git clone)\b"
-)
+# Commands that fetch from a network the sandbox does not have, by their first words. Package
+# installs (apt-get/apt, pip, uv, uvx) are not among them: Practicum serves them offline (the
+# standard Terminal-Bench verifier bootstrap among them), and so is the uv installer fetched with
+# curl or wget (_OFFLINE_URL); a git clone of a local folder needs no network.
+_FETCHES = {"curl": "curl", "wget": "wget", "git clone": "git clone", "npm install": "npm install", "npm ci": "npm ci",
+            "npm i": "npm install", "yarn add": "yarn add", "yarn install": "yarn install", "go get": "go get",
+            "cargo install": "cargo install"}
+_SEGMENT = re.compile(r"&&|\|\||[;|&()]|\$\(|`")
+_URL = re.compile(r"""(?:https?|ftp)://[^\s'"|;&)]+""")
+_OFFLINE_URL = re.compile(r"^https?://astral\.sh/uv/(?:[^/]+/)?install\.sh$|^https?://(?:localhost|127\.0\.0\.1|\[::1\])(?:[:/]|$)")
+_REMOTE_GIT = re.compile(r"://|^[\w.-]+@[\w.-]+:")
 
 
 def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
@@ -439,6 +603,8 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
             instruction = ip.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             err(ip, "not UTF-8 text")
+        except OSError as e:
+            err(ip, f"unreadable: {e.strerror or e}")
         else:
             if not instruction.strip():
                 err(ip, "empty: the agent would be given nothing to do")
@@ -453,6 +619,8 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
             raw = tomllib.loads(tp.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             err(tp, f"not valid TOML: {e}")
+        except OSError as e:
+            err(tp, f"unreadable: {e.strerror or e}")
         else:
             try:
                 spec = TaskSpec.model_validate(raw)
@@ -460,14 +628,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
                 for problem in e.errors():
                     err(tp, _field_message(problem))
     if spec is not None:
-        if spec.environment.gpus > 0:
-            err(tp, f"[environment] gpus = {spec.environment.gpus}: Practicum's terminal sandboxes have no GPU")
-        if spec.environment.mcp_servers:
-            warn(tp, "[environment] mcp_servers are not started by Practicum")
-        if spec.environment.healthcheck:
-            warn(tp, "[environment] healthcheck is not run by Practicum")
-        if spec.environment.os not in (None, "linux"):
-            err(tp, f"[environment] os = {spec.environment.os!r}: only linux tasks run here")
+        _check_spec(spec, tp, err, warn)
 
     # environment/
     env_dir = path / "environment"
@@ -498,6 +659,14 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         if SETUP_SCRIPT in files:
             setup = env_dir / SETUP_SCRIPT
             _check_script(setup, problems)
+    # Harbor 1.4: task.toml's [environment] workdir wins over the Dockerfile's WORKDIR.
+    if spec is not None and spec.environment.workdir is not None:
+        workdir = spec.environment.workdir
+        if workdir == "/":
+            err(tp, "[environment] workdir = '/': the workspace needs an absolute folder other than /")
+        elif _reserved(workdir):
+            err(tp, f"[environment] workdir = {workdir!r}: lies in a folder the environment mounts itself "
+                    f"({', '.join(RESERVED_DIRS)})")
     if (path / "steps").is_dir():
         err(path / "steps", "multi-step tasks are not supported")
 
@@ -531,25 +700,82 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
     return task, problems
 
 
+def _reserved(workdir: str) -> bool:
+    return any(workdir == r or workdir.startswith(r + "/") for r in RESERVED_DIRS)
+
+
+def _check_spec(spec: TaskSpec, tp: Path, err: Any, warn: Any) -> None:
+    """What task.toml asks for that cannot be given here (errors) or is silently not done (warnings)."""
+    env = spec.environment
+    if spec.version not in KNOWN_SCHEMA_VERSIONS:
+        warn(tp, f"schema_version {spec.version!r}: Practicum knows Harbor's task schema {', '.join(KNOWN_SCHEMA_VERSIONS)}")
+    if env.gpus > 0:
+        err(tp, f"[environment] gpus = {env.gpus}: Practicum's terminal sandboxes have no GPU")
+    if env.tpu is not None:
+        err(tp, "[environment.tpu]: Practicum's terminal sandboxes have no TPU")
+    if env.os not in (None, "linux"):
+        err(tp, f"[environment] os = {env.os!r}: only linux tasks run here")
+    if spec.steps or spec.multi_step_reward_strategy is not None:
+        err(tp, "[[steps]]: multi-step tasks are not supported")
+    if env.mcp_servers:
+        warn(tp, "[environment] mcp_servers are not started by Practicum")
+    if env.healthcheck:
+        warn(tp, "[environment] healthcheck is not run by Practicum")
+    if spec.verifier.separate:
+        warn(tp, "[verifier] a separate verifier sandbox is not made: tests/test.sh runs in the agent's "
+                 "sandbox after the agent, with tests/ copied to /tests")
+    if spec.verifier.collect:
+        warn(tp, "[[verifier.collect]] hooks are not run (artifacts are not collected)")
+
+
 def _field_message(problem: Any) -> str:
-    loc = [str(x) for x in problem["loc"]]
-    if loc and loc[0] in TaskSpec.model_fields and loc[0] != "metadata" and (len(loc) > 1 or problem["type"] != "extra_forbidden"):
-        where = f"[{loc[0]}] {'.'.join(loc[1:])}".rstrip()
+    """One pydantic error as ``[section] field: what is wrong``, with list entries as ``name[i]``."""
+    loc = list(problem["loc"])
+    dotted = ""
+    for part in loc[1:] if _is_section(loc) else loc:
+        dotted += f"[{part}]" if isinstance(part, int) else f"{'.' if dotted else ''}{part}"
+    if _is_section(loc):
+        where = f"[{loc[0]}] {dotted}"
+    elif len(loc) == 1 and _is_section([*loc, ""]) and problem["type"] != "extra_forbidden":
+        where = f"[{loc[0]}]"  # the table as a whole (a rule across its fields, or not a table)
     else:
-        where = ".".join(loc) or "(top level)"
+        where = dotted or "(top level)"
     if problem["type"] == "extra_forbidden":
-        model = _section_model(loc[0]) if len(loc) > 1 else TaskSpec
-        known = ", ".join(k for k in model.model_fields if k not in ("memory", "storage"))
-        return f"{where}: unknown field (Harbor's fields here: {known})"
-    return f"{where}: {problem['msg']}"
+        model = _model_at(loc[:-1])
+        names = [k for k in model.model_fields if k not in ("memory", "storage", *_Network.model_fields)]
+        names += [k for k in _Network.model_fields if k in model.model_fields]  # inherited: last
+        if model is TaskSpec:
+            names.insert(0, "schema_version")
+        return f"{where}: unknown field (Harbor's fields here: {', '.join(names)})"
+    return f"{where}: {problem['msg'].removeprefix('Value error, ')}"
 
 
-def _section_model(section: str) -> type[BaseModel]:
-    field = TaskSpec.model_fields.get(section)
-    for t in (field.annotation, *get_args(field.annotation)) if field else ():
-        if isinstance(t, type) and issubclass(t, BaseModel):
-            return t
-    return TaskSpec
+def _is_section(loc: list[Any]) -> bool:
+    """Whether ``loc`` lies inside one of task.toml's ``[tables]``."""
+    return len(loc) > 1 and loc[0] in ("agent", "verifier", "environment", "solution", "task")
+
+
+def _model_at(loc: list[Any]) -> type[BaseModel]:
+    """The model that holds the field at ``loc`` (list indices skipped); TaskSpec at the top."""
+    model: type[BaseModel] = TaskSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        nested = _submodel(field.annotation) if field else None
+        if nested is None:
+            return model
+        model = nested
+    return model
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _submodel(arg)) is not None:
+            return found
+    return None
 
 
 def _files(folder: Path, problems: list[Problem]) -> list[str]:
@@ -557,7 +783,10 @@ def _files(folder: Path, problems: list[Problem]) -> list[str]:
     are problems (copying them would reach outside the task)."""
     out: list[str] = []
     root = folder.resolve()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+    def unreadable(e: OSError) -> None:
+        problems.append(Problem(file=Path(e.filename or folder), message=f"unreadable folder: {e.strerror or e}"))
+
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=unreadable, followlinks=False):
         d = Path(dirpath)
         for name in sorted(dirnames + filenames):
             p = d / name
@@ -571,9 +800,16 @@ def _files(folder: Path, problems: list[Problem]) -> list[str]:
                     continue
             elif name in dirnames:
                 continue
-            mode = p.stat().st_mode
+            try:
+                mode = p.stat().st_mode
+            except OSError as e:  # a dangling link, a file gone meanwhile
+                problems.append(Problem(file=p, message=f"unreadable: {e.strerror or e}"))
+                continue
             if not stat.S_ISREG(mode):
                 problems.append(Problem(file=p, message="not a regular file"))
+                continue
+            if not os.access(p, os.R_OK):
+                problems.append(Problem(file=p, message="unreadable: permission denied"))
                 continue
             out.append(p.relative_to(folder).as_posix())
     return sorted(out)
@@ -588,13 +824,17 @@ def _text(p: Path, limit: int = 1 << 20) -> str:
 
 
 def _check_script(p: Path, problems: list[Problem]) -> None:
-    data = p.read_bytes()
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        problems.append(Problem(file=p, message=f"unreadable: {e.strerror or e}"))
+        return
     text = data.decode("utf-8", errors="replace")
     if not text.strip():
         problems.append(Problem(file=p, message="empty script"))
         return
-    if b"\r\n" in data:
-        problems.append(Problem(file=p, message="has CRLF line endings: bash would fail on '\\r'"))
+    for lineno, why in _bad_carriage_returns(text):
+        problems.append(Problem(file=p, message=f"line {lineno} {why}"))
     first = text.splitlines()[0]
     if not first.startswith("#!"):
         problems.append(Problem(file=p, severity="warning", message="no #! line (it is run with bash)"))
@@ -603,9 +843,112 @@ def _check_script(p: Path, problems: list[Problem]) -> None:
     if not p.stat().st_mode & stat.S_IXUSR:
         problems.append(Problem(file=p, severity="warning", message="not executable (chmod +x; it is run with bash)"))
     for lineno, line in enumerate(text.splitlines(), 1):
-        code = line.split("#", 1)[0] if not line.lstrip().startswith("#!") else ""
-        m = _NETWORK.search(code)
-        if m and "--no-index" not in code:
+        fetch = _network_fetch(line.split("#", 1)[0] if not line.lstrip().startswith("#!") else "")
+        if fetch is not None:
             problems.append(Problem(file=p, severity="warning", message=(
-                f"line {lineno} seems to fetch from the network ({m.group(0)!r}); sandboxes have none")))
+                f"line {lineno} seems to fetch from the network ({fetch!r}); sandboxes have none")))
             break
+
+
+def _network_fetch(code: str) -> str | None:
+    """The fetching command of a line of shell (see _FETCHES), or None."""
+    for segment in _SEGMENT.split(code):
+        words = segment.split()
+        while words and (re.match(r"^\w+=", words[0]) or words[0] in ("sudo", "exec", "env", "time", "!")):
+            words = words[1:]  # FOO=1 sudo curl ... is curl
+        if not words:
+            continue
+        first = words[0].rsplit("/", 1)[-1]
+        args = [w for w in words[1:] if not w.startswith("-")]
+        name = _FETCHES.get(first) or _FETCHES.get(f"{first} {args[0]}" if args else "")
+        if name is None:
+            continue
+        urls = _URL.findall(segment)
+        if name in ("curl", "wget") and urls and all(_OFFLINE_URL.match(u) for u in urls):
+            continue
+        if name == "git clone" and not any(_REMOTE_GIT.search(a) for a in args[1:]):
+            continue
+        return name
+    return None
+
+
+# A CR is not a shell metacharacter: ``cat <<EOF\r`` makes "EOF\r" the delimiter, as bash does.
+_HEREDOC = re.compile(r"""<<(-?)[ \t]*(?:'([^']*)'|"([^"]*)"|\\?([^ \t\n;&|<>()'"]+))""")
+
+
+def _bad_carriage_returns(text: str) -> list[tuple[int, str]]:
+    """The lines whose carriage return bash would trip on, with the reason.
+
+    A CR before the newline of a command line becomes part of its last word (``$'\\r': command
+    not found``, ``cd dir\\r``, a ``\\`` continuation that no longer continues). A CR inside
+    data does no harm: here-document bodies, comments, and lines that end inside a quoted string.
+    A here-document's terminator with a CR does not end it, unless the delimiter word carried the
+    same CR. The shell grammar is approximated: quotes, comments, ``$((...))`` and here-documents.
+    """
+    bad: list[tuple[int, str]] = []
+    pending: list[tuple[str, bool]] = []  # here-documents opened on the current line: (delimiter, <<-)
+    body: tuple[str, bool] | None = None  # the here-document whose body we are in
+    queue: list[tuple[str, bool]] = []
+    quote = ""  # the quote a line ended inside, carried to the next
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if body is not None:
+            delim, strip_tabs = body
+            candidate = line.lstrip("\t") if strip_tabs else line
+            if candidate == delim:
+                body = queue.pop(0) if queue else None
+            elif candidate.endswith("\r") and candidate[:-1] == delim:
+                bad.append((lineno, f"ends the here-document {delim!r} with a CRLF line ending: bash "
+                                    "does not see the terminator, and the here-document swallows the rest"))
+            continue
+        quote, pending, comment = _scan(line, quote)
+        absorbed = bool(pending) and pending[-1][0].endswith("\r")  # `cat <<EOF\r`: the CR is the delimiter's
+        if line.endswith("\r") and not quote and not comment and not absorbed:
+            bad.append((lineno, "has a CRLF line ending on a command line: bash would read the '\\r' "
+                                "as part of the command (CRLF inside here-documents and quotes is fine)"))
+        if pending:
+            body, queue = pending[0], pending[1:]
+    return bad
+
+
+def _scan(line: str, quote: str) -> tuple[str, list[tuple[str, bool]], bool]:
+    """Walk one line of shell: the quote still open at its end, the here-documents it opens, and
+    whether it ends in a comment."""
+    heredocs: list[tuple[str, bool]] = []
+    i, n, arith = 0, len(line), 0
+    while i < n:
+        c = line[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+            i += 1
+            continue
+        if c == "\\":
+            i += 2
+            continue
+        if c in "'\"`":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t;&|()"):
+            return quote, heredocs, True  # a comment runs to the end of the line
+        elif line.startswith("((", i):
+            arith += 1
+            i += 2
+            continue
+        elif line.startswith("))", i) and arith:
+            arith -= 1
+            i += 2
+            continue
+        elif line.startswith("<<<", i):
+            i += 3
+            continue
+        elif line.startswith("<<", i) and not arith:
+            m = _HEREDOC.match(line, i)
+            if m:
+                word = next(g for g in m.groups()[1:] if g is not None)
+                heredocs.append((word.replace("\\", ""), m.group(1) == "-"))
+                i = m.end()
+                continue
+        i += 1
+    return quote, heredocs, False
