@@ -75,6 +75,19 @@ class Bind:
 
 
 @dataclass(frozen=True)
+class Container:
+    """Container mode (see :mod:`practicum.sandbox.container`): the session's root filesystem is
+    a writable copy-on-write layer over ``layers`` (host folders of image layers, newest first)
+    over the machine's own system folders, and programs run as root of the sandbox's user
+    namespace. ``upper``: a host folder that keeps the session's writes (an image build); None
+    for a private tmpfs that vanishes with the session. ``env``: the image's environment."""
+
+    layers: tuple[str, ...] = ()
+    upper: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class SessionOptions:
     """Where things are inside one session (independent of :class:`Limits`).
 
@@ -87,11 +100,18 @@ class SessionOptions:
     workdir: str = DEFAULT_WORKDIR
     extra_dirs: tuple[str, ...] = ()
     binds: tuple[Bind, ...] = ()
+    container: Container | None = None
 
     @classmethod
     def make(cls, workdir: str = DEFAULT_WORKDIR, extra_dirs: Sequence[str] = (),
-             binds: Sequence[Bind] = ()) -> SessionOptions:
+             binds: Sequence[Bind] = (), container: Container | None = None) -> SessionOptions:
         """Validated options; raises SandboxError for a folder that cannot be a private folder."""
+        if container is not None:  # the whole root is writable: any absolute folder will do
+            work = posixpath.normpath(workdir) if isinstance(workdir, str) and workdir.startswith("/") else ""
+            if not work or "\0" in work or ".." in workdir.split("/"):
+                raise SandboxError(f"workdir: {workdir!r} must be an absolute folder path")
+            return cls(work, (), tuple(Bind(str(b.host), posixpath.normpath(b.inside), bool(b.writable)) for b in binds),
+                       container)
         work = _inside_dir(workdir, "workdir")
         extra = tuple(dict.fromkeys(_inside_dir(d, "extra_dirs") for d in extra_dirs))
         bound = tuple(Bind(str(b.host), _inside_dir(b.inside, "binds"), bool(b.writable)) for b in binds)
@@ -104,7 +124,9 @@ class SessionOptions:
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """The folders that write_file/read_file may reach (workdir first)."""
+        """The folders that write_file/read_file may reach (workdir first; ``/`` in container mode)."""
+        if self.container is not None:
+            return ("/",)
         return (self.workdir, *self.extra_dirs)
 
     def locate(self, path: str) -> tuple[str, str]:
@@ -112,6 +134,11 @@ class SessionOptions:
         inside ``workdir`` or an extra folder. Raises SandboxError for anything else."""
         if not isinstance(path, str) or not path or "\0" in path:
             raise SandboxError(f"invalid workspace path {path!r}")
+        if self.container is not None:
+            full = posixpath.normpath(posixpath.join(self.workdir, path))
+            if ".." in path.split("/") or full == "/":
+                raise SandboxError(f"invalid path {path!r}")
+            return "/", full[1:]
         if not path.startswith("/"):
             return self.workdir, path
         norm = posixpath.normpath(path)

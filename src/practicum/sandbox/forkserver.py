@@ -555,6 +555,12 @@ def main() -> None:
     _assert_namespace_init()
     _die_with_parent()
     config = json.loads(sys.argv[1])
+    if config.get("nondumpable"):
+        # programs share this process's uid (container mode): without CAP_SYS_PTRACE they can
+        # then neither ptrace it nor read its /proc/1/mem or environ
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
     for name in config.get("preload", []):
         try:
             __import__(name)

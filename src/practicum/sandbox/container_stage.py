@@ -1,0 +1,186 @@
+"""Assembles a container session's root filesystem, then execs nsjail. Runs on the host.
+
+Started (by :mod:`practicum.sandbox.container`) as real root inside a fresh private mount
+namespace (``unshare --mount --propagation private``), so every mount made here vanishes with
+the session. Standard library only; it is run with ``python -I -S`` for a quick start.
+
+    python -I -S container_stage.py CONFIG_JSON -- nsjail ARGS...
+
+The root it builds at ``/run/practicum/root``:
+
+* ``/`` is an overlay: the session's writable layer over the image's layers over a skeleton
+  (top-level folders and the machine's ``/bin -> usr/bin``-style links);
+* each of the machine's system folders (``/usr``, ``/etc``, ``/var``) is an overlay of the
+  session's writable layer over the image's layers over an *idmapped*, read-only view of the
+  machine's folder, in which host uid/gid ``k`` appears as ``base + k``: root-owned system files
+  are owned by the sandbox's root (host uid ``base``), so a program that is root in the sandbox's
+  user namespace can change them, copy-on-write, without any right over the host's files;
+* the writable layer is a size- and inode-capped tmpfs (a run), or a host folder (an image
+  build, whose writes become the image's next layer).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWUSER = 0x10000000
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = 0o2000000
+AT_RECURSIVE = 0x8000
+AT_EMPTY_PATH = 0x1000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_IDMAP = 0x100000
+SYS_open_tree, SYS_move_mount, SYS_mount_setattr = 428, 429, 442  # x86_64 and aarch64 share these
+RUN = "/run/practicum"
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC = 0x1, 0x20, 0x1000, 0x4000
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def mount(src: str, target: str, fstype: str, flags: int = 0, data: str = "") -> None:
+    _check(libc.mount(src.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags),
+                      data.encode() if data else None), f"mount {fstype} on {target}")
+
+
+def userns_fd(base: int, count: int) -> int:
+    """A descriptor of a new user namespace that maps 0..count-1 to base..base+count-1."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        if libc.unshare(CLONE_NEWUSER) != 0:
+            os._exit(1)
+        os.read(r, 1)  # wait until the parent has taken the namespace
+        os._exit(0)
+    os.close(r)
+    try:
+        for _ in range(2000):  # until the child is in its own user namespace
+            if os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user"):
+                break
+            os.sched_yield()
+        with open(f"/proc/{pid}/uid_map", "w") as f:
+            f.write(f"0 {base} {count}\n")
+        with open(f"/proc/{pid}/setgroups", "w") as f:
+            f.write("deny")
+        with open(f"/proc/{pid}/gid_map", "w") as f:
+            f.write(f"0 {base} {count}\n")
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.write(w, b"x")
+        os.close(w)
+        os.waitpid(pid, 0)
+
+
+def idmapped_view(source: str, target: str, ns_fd: int) -> None:
+    """Mount a read-only, idmapped clone of ``source`` (and the mounts under it) at ``target``."""
+    fd = _check(libc.syscall(SYS_open_tree, -100, source.encode(),
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE), f"open_tree {source}")
+    attr = MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY, 0, 0, ns_fd)
+    _check(libc.syscall(SYS_mount_setattr, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(attr),
+                        ctypes.c_size_t(ctypes.sizeof(attr))), f"idmap {source}")
+    _check(libc.syscall(SYS_move_mount, fd, b"", -100, target.encode(), MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {target}")
+    os.close(fd)
+
+
+def _mkdir(path: str, uid: int, mode: int = 0o755) -> None:
+    os.makedirs(path, exist_ok=True)
+    os.chown(path, uid, uid)
+    os.chmod(path, mode)
+
+
+def skeleton(path: str, tops: list[str], base: int) -> None:
+    """The lowest layer of ``/``: the machine's top-level links (``bin -> usr/bin``) and empty
+    folders for everything else a Linux root has."""
+    _mkdir(path, base)
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = f"/{name}"
+        if os.path.islink(host):
+            os.symlink(os.readlink(host), f"{path}/{name}")
+    modes = {"root": 0o700, "tmp": 0o1777}
+    for name in [*tops, "root", "home", "tmp", "mnt", "media", "srv", "opt", "run", "proc", "dev", "sys", "boot"]:
+        if not os.path.lexists(f"{path}/{name}"):
+            _mkdir(f"{path}/{name}", base, modes.get(name, 0o755))
+    for dot in ("bashrc", "profile"):  # root's start-up files, as Debian's base-files gives an image
+        src = f"/usr/share/base-files/dot.{dot}"
+        if os.path.isfile(src):
+            with open(src, "rb") as f, open(f"{path}/root/.{dot}", "wb") as g:
+                g.write(f.read())
+            os.chown(f"{path}/root/.{dot}", base, base)
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    argv = sys.argv[sys.argv.index("--") + 1:]
+    base, count = config["uid_base"], config["uid_count"]
+    tops: list[str] = config["tops"]  # machine folders shown through overlays: usr, etc, var
+    layers: list[str] = config["layers"]  # image layers, newest first
+    mount("practicum-run", "/run", "tmpfs", 0, "mode=0755,size=8m")
+    for d in ("/run/user", RUN):
+        os.makedirs(d, exist_ok=True)
+    os.chmod("/run/user", 0o1777)  # nsjail's own scratch folders
+    rw = config.get("upper")
+    if rw is None:  # a run: the session's writes go to a private, capped tmpfs
+        rw = f"{RUN}/rw"
+        os.makedirs(rw)
+        mount("practicum-rw", rw, "tmpfs", 0, f"size={config['upper_mb']}m,nr_inodes={config['inodes']},mode=0755")
+    ns_fd = userns_fd(base, count)
+    skeleton(f"{RUN}/skel", tops, base)
+    root = f"{RUN}/root"
+    os.makedirs(root)
+    for name in ["_root", *tops]:
+        _mkdir(f"{rw}/upper/{name}", base, 0o755)
+        os.makedirs(f"{rw}/work/{name}", exist_ok=True)
+    lowers = [f"{layer}/upper/_root" for layer in layers if os.path.isdir(f"{layer}/upper/_root")]
+    mount("overlay", root, "overlay", 0,
+          f"lowerdir={':'.join([*lowers, f'{RUN}/skel'])},upperdir={rw}/upper/_root,workdir={rw}/work/_root")
+    for name in tops:
+        view = f"{RUN}/host/{name}"
+        os.makedirs(view)
+        idmapped_view(f"/{name}", view, ns_fd)
+        lowers = [f"{layer}/upper/{name}" for layer in layers if os.path.isdir(f"{layer}/upper/{name}")]
+        mount("overlay", f"{root}/{name}", "overlay", 0,
+              f"lowerdir={':'.join([*lowers, view])},upperdir={rw}/upper/{name},workdir={rw}/work/{name}")
+    os.close(ns_fd)
+    # host paths to bind inside, made reachable first: nsjail binds them from inside the
+    # sandbox's user namespace, which cannot traverse folders only the host's root may enter
+    for i, host in enumerate(config.get("binds", [])):
+        staged = f"{RUN}/binds/{i}"
+        os.makedirs(os.path.dirname(staged), exist_ok=True)
+        if os.path.isdir(host):
+            os.mkdir(staged)
+        else:
+            open(staged, "w").close()
+        mount(host, staged, "", MS_BIND | MS_REC)
+        mount("", staged, "", MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+    path = root
+    for part in [p for p in config["workdir"].split("/") if p]:  # the working folder exists, root-owned
+        path = f"{path}/{part}"
+        if not os.path.lexists(path):
+            _mkdir(path, base)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError as e:
+        print(f"practicum container set-up failed: {e}", file=sys.stderr)
+        sys.exit(125)
