@@ -23,6 +23,7 @@ packages come from the read-only environment shared by all sandboxes; there is n
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shlex
@@ -32,10 +33,19 @@ from pathlib import Path
 
 from practicum.envs.agent import ToolEnvironment
 from practicum.envs.base import Observation
+from practicum.envs.dockerfile import DEFAULT_PATH
+from practicum.envs.images import (
+    SHIMS_INSIDE,
+    Image,
+    ImageBuildError,
+    build_image,
+    toolchain_binds,
+    verifier_requirements,
+)
 from practicum.envs.terminal_tasks import TerminalTask, load_tasks, parse_reward
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError, VerifierFailure
 from practicum.records import Message, Score, Task
-from practicum.sandbox import Limits, get_sandbox
+from practicum.sandbox import Bind, Limits, get_sandbox
 from practicum.tools import Tool, ToolError, tool
 
 STATE_DIR = "/.practicum"  # the shell's saved working directory and environment
@@ -70,10 +80,9 @@ class TerminalSource:
         self.seed = seed
 
     def _task(self, t: TerminalTask) -> Task:
-        text = t.instruction.strip() + (
-            f"\n\nYou are in {t.workdir}, a git repository. Use the tools to inspect and change it; "
-            "call submit when you are done."
-        )
+        where = (f"You are root in a Linux machine, in {t.workdir}." if t.dockerfile is not None
+                 else f"You are in {t.workdir}, a git repository.")
+        text = t.instruction.strip() + f"\n\n{where} Use the tools to inspect and change it; call submit when you are done."
         return Task(id=f"terminal/{t.name}", domain=self.domain, prompt=[Message(role="user", content=text)],
                     target=None, metadata={"task_dir": str(t.path), "category": t.category, "difficulty": t.difficulty})
 
@@ -104,6 +113,8 @@ class TerminalEnv(ToolEnvironment):
         self.session = None
         self.folder: TerminalTask | None = None
         self.baseline = ""
+        self.git = GIT  # how git reaches the baseline (the workspace's own repository, or one kept aside)
+        self.image: Image | None = None  # container mode: the task's built image
         self.started = 0.0
         self.extra_info: dict = {}  # git diff and verifier output, set by score()
 
@@ -115,25 +126,35 @@ class TerminalEnv(ToolEnvironment):
                         memory_mb=min(env.memory_mb, 4096), processes=256, file_size_mb=min(env.storage_mb, 512),
                         workspace_mb=min(env.storage_mb, 1024), output_bytes=64 * 1024)
         try:
-            self.session = await get_sandbox(self.sandbox_name).session(
-                limits, workdir=t.workdir, extra_dirs=[*VERIFIER_DIRS, *SCRATCH_DIRS, STATE_DIR])
+            if t.dockerfile is not None:  # container mode: the task's image, root, a writable /
+                self.image, binds = await prepare_image(t, self.sandbox_name)
+                self.session = await get_sandbox(self.sandbox_name).session(
+                    limits, workdir=t.workdir, binds=binds, container=self.image.container())
+                self.git = f"{GIT} --git-dir={STATE_DIR}/baseline.git --work-tree={shlex.quote(t.workdir)}"
+                r = await self.session.exec(["mkdir", "-p", STATE_DIR, *VERIFIER_DIRS, "/logs/agent"])
+                if not r.ok:
+                    raise EnvironmentFailure(f"{t.name}: cannot prepare the sandbox: {r.stderr[-300:]}")
+            else:
+                self.session = await get_sandbox(self.sandbox_name).session(
+                    limits, workdir=t.workdir, extra_dirs=[*VERIFIER_DIRS, *SCRATCH_DIRS, STATE_DIR])
+                await self._copy_in(t.environment_dir, t.environment_files, t.workdir)
             await self._seed(t)
-        except SandboxError as e:
+        except (SandboxError, ImageBuildError) as e:
             raise EnvironmentFailure(f"{t.name}: cannot prepare the sandbox: {e}") from e
         self.started = time.monotonic()
 
     async def _seed(self, t: TerminalTask) -> None:
         assert self.session is not None
-        await self._copy_in(t.environment_dir, t.environment_files, t.workdir)
         if t.setup_script is not None:
             await self.session.write_file(f"{STATE_DIR}/setup.sh", t.setup_script.read_bytes())
             r = await self.session.exec(["bash", f"{STATE_DIR}/setup.sh"], timeout_s=120)
             await self.session.exec(["rm", "-f", f"{STATE_DIR}/setup.sh"])
             if not r.ok:
                 raise EnvironmentFailure(f"{t.name}: .practicum-setup.sh failed ({r.status}, exit {r.exit_code}): {r.stderr[-500:]}")
+        has_own = "false" if self.image is not None else "[ -d .git ]"
         r = await self.session.exec(
-            f"[ -d .git ] || {{ {GIT} init -q && {GIT} add -A && {GIT} commit -q -m baseline --allow-empty; }}; "
-            f"{GIT} rev-parse HEAD")
+            f"{has_own} || {{ {self.git} init -q && {self.git} add -A && {self.git} commit -q -m baseline "
+            f"--allow-empty; }}; {self.git} rev-parse HEAD")
         if not r.ok:
             raise EnvironmentFailure(f"{t.name}: git baseline failed: {r.stderr[-500:]}")
         self.baseline = r.stdout.strip()
@@ -216,13 +237,18 @@ class TerminalEnv(ToolEnvironment):
         # the diff of everything (untracked files too) through a scratch index: the repository's
         # own index is left exactly as the agent left it, for the tests to inspect
         idx = f"{STATE_DIR}/diff-index"
-        diff = await s.exec(f"rm -f {idx}; [ -f .git/index ] && cp .git/index {idx}; "
-                            f"GIT_INDEX_FILE={idx} {GIT} add -A >/dev/null 2>&1; "
-                            f"GIT_INDEX_FILE={idx} {GIT} diff --cached {self.baseline} --; rm -f {idx}", timeout_s=60)
+        own_index = f"{STATE_DIR}/baseline.git/index" if self.image is not None else ".git/index"
+        diff = await s.exec(f"rm -f {idx}; [ -f {own_index} ] && cp {own_index} {idx}; "
+                            f"GIT_INDEX_FILE={idx} {self.git} add -A >/dev/null 2>&1; "
+                            f"GIT_INDEX_FILE={idx} {self.git} diff --cached {self.baseline} --; rm -f {idx}", timeout_s=60)
         self.extra_info = {"git_diff": diff.stdout[:DIFF_CHARS], "end": reason}
+        await s.exec(["mkdir", "-p", *VERIFIER_DIRS])
         await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
         await self._copy_in(t.path / "tests", t.test_files, "/tests")
         env = {**t.spec.verifier.env}
+        if self.image is not None:  # the offline stand-ins for the verifier's bootstrap come first
+            image_path = dict(self.image.env).get("PATH", DEFAULT_PATH)
+            env = {"PATH": f"{SHIMS_INSIDE}:{image_path}", **env}
         r = await s.exec(["bash", "/tests/test.sh"], timeout_s=t.verifier_timeout_s, env=env or None)
         self.extra_info["verifier"] = {"status": r.status, "exit_code": r.exit_code, "output": (r.stdout + r.stderr)[-2000:]}
         score = parse_reward(await self._maybe_read("/logs/verifier/reward.txt"),
@@ -239,6 +265,15 @@ class TerminalEnv(ToolEnvironment):
 
     def _info(self) -> dict:
         return {**super()._info(), **self.extra_info}
+
+
+async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, list[Bind]]:
+    """The task's image (built once, cached) and the read-only binds of its verifier toolchain."""
+    assert t.dockerfile is not None
+    image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec)
+    scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
+    binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
+    return image, binds
 
 
 class TerminalDomain:
@@ -282,9 +317,14 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
         if solve:
             if folder.solution_script is None:
                 return ReferenceRun(None, None, "no solution/solve.sh")
-            await env._copy_in(folder.path / "solution", folder.solution_files, f"{STATE_DIR}/solution")
-            r = await env._live().exec(["bash", f"{STATE_DIR}/solution/solve.sh"], timeout_s=folder.agent_timeout_s,
+            # Harbor's oracle: the solution folder at /solution (container mode; elsewhere, the
+            # only writable place outside the workspace), solve.sh run from the workdir
+            where = "/solution" if env.image is not None else f"{STATE_DIR}/solution"
+            await env._copy_in(folder.path / "solution", folder.solution_files, where)
+            r = await env._live().exec(["bash", f"{where}/solve.sh"], timeout_s=folder.agent_timeout_s,
                                        env={**folder.spec.solution.env} or None)
+            if env.image is not None:
+                await env._live().exec(["rm", "-rf", "/solution"])
             if r.status != "ok":
                 return ReferenceRun(Score(value=0.0, explanation=f"solve.sh {r.status}"), "solution",
                                     _tail(r.stdout + r.stderr + (f"\n{r.detail}" if r.detail else "")))

@@ -1,0 +1,342 @@
+"""A Dockerfile read as Docker reads it, for building a task image without a container runtime.
+
+:func:`parse_dockerfile` turns the text into an :class:`ImageRecipe`: the steps of the final
+stage in order (``COPY``/``ADD`` of local files, ``RUN``, ``WORKDIR``), each with the working
+folder, environment and user in force at that point, and the image's final working folder,
+environment and user. :mod:`practicum.envs.images` executes a recipe into a cached layer.
+
+What is interpreted, as Docker does it: line continuations and comments; ``ARG`` and ``ENV``
+(both forms) with ``$VAR``/``${VAR}``/``${VAR:-default}`` substitution in later instructions;
+``WORKDIR`` (relative ones join the previous; the folder is created); ``USER``; ``SHELL``;
+``RUN`` in shell form (run by the current ``SHELL``, default ``/bin/sh -c``) and exec form, with
+heredocs (``RUN <<EOF``); ``COPY``/``ADD`` with several sources, globs, ``--chown``, ``--chmod``,
+directory *contents* copied, renames, absolute and relative destinations; local tar archives
+unpacked by ``ADD``. ``FROM`` starts a stage (the last one is the image); its image name is
+only recorded: every image is built over the machine's own root filesystem.
+
+What is refused with a reason (a :class:`DockerProblem`): ``ADD`` of a URL or git repository,
+``COPY --from`` another stage or image, ``RUN --mount``, sources that leave the build context.
+What is ignored: ``CMD``, ``ENTRYPOINT``, ``EXPOSE``, ``LABEL``, ``VOLUME``, ``HEALTHCHECK``,
+``STOPSIGNAL``, ``ONBUILD``, ``MAINTAINER`` (nothing is started from the image but the agent's
+shell and the verifier).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+IGNORED = frozenset({"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "ONBUILD",
+                     "MAINTAINER"})
+
+
+@dataclass(frozen=True)
+class DockerProblem:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What is in force when a step runs."""
+
+    workdir: str
+    env: tuple[tuple[str, str], ...]  # ENV and ARG values, in order of definition
+    user: str
+    shell: tuple[str, ...]
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class Copy:
+    line: int
+    sources: tuple[str, ...]  # relative to the build context; may hold glob patterns
+    dest: str  # absolute, resolved against the workdir
+    dest_is_dir: bool  # the destination ends with '/' or there are several sources
+    chown: str | None
+    chmod: str | None
+    unpack: bool  # ADD: local tar archives are unpacked into dest
+    context: Context
+
+
+@dataclass(frozen=True)
+class Run:
+    line: int
+    argv: tuple[str, ...]  # the whole command (shell form: SHELL + the text)
+    context: Context
+    text: str  # as written, for messages
+
+
+@dataclass(frozen=True)
+class MakeDir:
+    """WORKDIR creates its folder."""
+
+    line: int
+    path: str
+    context: Context
+
+
+Step = Copy | Run | MakeDir
+
+
+@dataclass
+class ImageRecipe:
+    base: str | None = None  # the last FROM's image (recorded, not pulled)
+    steps: list[Step] = field(default_factory=list)
+    workdir: str | None = None  # None: the Dockerfile sets none (Docker's default is /)
+    env: dict[str, str] = field(default_factory=dict)  # ENV of the final image (not ARG)
+    user: str = "root"
+    problems: list[DockerProblem] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # instructions read and deliberately not acted on
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def logical_lines(text: str) -> list[tuple[int, str, list[str]]]:
+    """``(first line number, instruction text, heredoc bodies)``: continuations joined,
+    comments and blank lines dropped, heredoc bodies (``<<EOF`` ... ``EOF``) collected."""
+    lines = text.splitlines()
+    out: list[tuple[int, str, list[str]]] = []
+    i, escape = 0, "\\"
+    while i < len(lines):
+        raw = lines[i]
+        s = raw.strip()
+        m = re.match(r"#\s*escape\s*=\s*(\S)", s)
+        if not out and m:
+            escape = m.group(1)
+        if not s or s.startswith("#"):
+            i += 1
+            continue
+        start, buf = i + 1, ""
+        while True:
+            s = lines[i].rstrip()
+            if s.strip().startswith("#") and buf:  # comment lines inside a continuation are dropped
+                i += 1
+                if i >= len(lines):
+                    break
+                continue
+            if s.endswith(escape):
+                buf += s[:-1] + " "
+                i += 1
+                if i >= len(lines):
+                    break
+                continue
+            buf += s
+            i += 1
+            break
+        bodies: list[str] = []
+        for hm in re.finditer(r"<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2", buf):
+            strip_tabs, word = hm.group(1) == "-", hm.group(3)
+            body: list[str] = []
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
+                body.append(lines[i].lstrip("\t") if strip_tabs else lines[i])
+                i += 1
+            i += 1  # the terminator
+            bodies.append("\n".join(body) + "\n")
+        out.append((start, buf.strip(), bodies))
+    return out
+
+
+def substitute(value: str, variables: dict[str, str]) -> tuple[str, set[str]]:
+    """Docker's variable substitution: ``$V``, ``${V}``, ``${V:-default}``, ``${V:+alt}``;
+    ``\\$`` stays literal. Returns the text and the names that were unset."""
+    missing: set[str] = set()
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(0).startswith("\\"):
+            return m.group(0)[1:]
+        name = m.group(1) or m.group(4)
+        op, word = m.group(2), m.group(3) or ""
+        val = variables.get(name)
+        if op == ":-":
+            return val if val else word
+        if op == ":+":
+            return word if val else ""
+        if val is None:
+            missing.add(name)
+            return ""
+        return val
+
+    return re.sub(r"\\\$|\$\{(\w+)(?:(:-|:\+)([^}]*))?\}|\$(\w+)", repl, value), missing
+
+
+def _split_words(rest: str) -> list[str]:
+    try:
+        return shlex.split(rest, posix=True)
+    except ValueError:
+        return rest.split()
+
+
+def _json_array(rest: str) -> list[str] | None:
+    if not rest.startswith("["):
+        return None
+    try:
+        v = json.loads(rest)
+    except json.JSONDecodeError:
+        return None
+    return [str(x) for x in v] if isinstance(v, list) else None
+
+
+def _assignments(rest: str, word: str) -> list[tuple[str, str | None]]:
+    """``K=V`` pairs (quotes removed); the legacy ``ENV K V`` form; ``ARG K`` (no default: None)."""
+    first = rest.split(None, 1)[0] if rest.split() else ""
+    if "=" not in first:
+        if word == "ENV":
+            k, _, v = rest.partition(" ")
+            return [(k, v.strip())]
+        return [(first, None)]
+    out: list[tuple[str, str | None]] = []
+    for tok in _split_words(rest):
+        k, sep, v = tok.partition("=")
+        out.append((k, v if sep else None))
+    return out
+
+
+def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> ImageRecipe:
+    """The recipe of the final stage of ``text`` (see the module docstring)."""
+    recipe = ImageRecipe()
+    variables: dict[str, str] = {}  # ARG and ENV in force
+    env: dict[str, str] = {}  # ENV only
+    global_args: dict[str, str] = {}  # ARGs before the first FROM
+    args = dict(build_args or {})
+    workdir: str | None = None
+    user, shell = "root", ("/bin/sh", "-c")
+    stage = 0
+
+    def ctx() -> Context:
+        merged = {"PATH": DEFAULT_PATH, **variables}
+        return Context(workdir or "/", tuple(merged.items()), user, shell)
+
+    def problem(line: int, msg: str) -> None:
+        recipe.problems.append(DockerProblem(line, msg))
+
+    for line, inst, bodies in logical_lines(text):
+        word, _, rest = inst.partition(" ")
+        word, rest = word.upper(), rest.strip()
+        if word == "FROM":
+            stage += 1
+            words = [w for w in rest.split() if not w.startswith("--")]
+            image = substitute(words[0], global_args)[0] if words else ""
+            recipe.base = image
+            # a new stage starts from its base image: nothing of the previous stage stays
+            recipe.steps, variables, env, workdir, user = [], {}, {}, None, "root"
+            shell = ("/bin/sh", "-c")
+            recipe.problems = [p for p in recipe.problems if p.line > line]
+            continue
+        if word == "ARG":
+            for k, v in _assignments(rest, word):
+                value = args.get(k, global_args.get(k) if v is None else substitute(v, variables)[0])
+                if stage == 0:
+                    global_args[k] = value or ""
+                elif value is not None:
+                    variables[k] = value
+            continue
+        if stage == 0:
+            if word not in IGNORED:
+                problem(line, f"{word} before the first FROM")
+            continue
+        if word == "ENV":
+            for k, v in _assignments(rest, word):
+                value = substitute(v or "", variables)[0]
+                variables[k] = env[k] = value
+        elif word == "WORKDIR":
+            value, missing = substitute(rest.strip("\"'"), variables)
+            if missing:
+                problem(line, f"WORKDIR uses {', '.join(sorted(missing))}, which no earlier ARG or ENV sets")
+                continue
+            workdir = posixpath.normpath(posixpath.join(workdir or "/", value))
+            recipe.steps.append(MakeDir(line, workdir, ctx()))
+        elif word == "USER":
+            user = substitute(rest, variables)[0].strip() or "root"
+        elif word == "SHELL":
+            arr = _json_array(rest)
+            if not arr:
+                problem(line, "SHELL must be a JSON array, e.g. SHELL [\"/bin/bash\", \"-c\"]")
+            else:
+                shell = tuple(arr)
+        elif word == "RUN":
+            if re.match(r"--mount\b", rest):
+                problem(line, "RUN --mount (cache, secret or bind mounts) is not supported")
+                continue
+            while rest.startswith("--"):  # --network=..., --security=...: no effect here
+                rest = rest.split(None, 1)[1] if " " in rest else ""
+            arr = _json_array(rest)
+            if arr is not None:
+                recipe.steps.append(Run(line, tuple(arr), ctx(), rest))
+            else:
+                script = rest
+                if bodies:  # RUN <<EOF ... EOF: the body is the script (piped to the shell)
+                    script = rest + "\n" + "".join(bodies) + "\n"
+                recipe.steps.append(Run(line, (*shell, script), ctx(), rest))
+        elif word in ("COPY", "ADD"):
+            step = _copy(word, rest, line, ctx(), variables, bodies, problem)
+            if step is not None:
+                recipe.steps.append(step)
+        elif word in IGNORED:
+            recipe.ignored.append(word)
+        else:
+            problem(line, f"unknown instruction {word}")
+    if stage == 0:
+        problem(1, "no FROM instruction")
+    recipe.workdir, recipe.env, recipe.user = workdir, env, user
+    return recipe
+
+
+def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str, str], bodies: list[str],
+          problem) -> Copy | None:
+    flags: dict[str, str] = {}
+    words = _json_array(rest)
+    if words is None:
+        words = _split_words(rest)
+        while words and words[0].startswith("--"):
+            k, _, v = words.pop(0)[2:].partition("=")
+            flags[k] = v
+    else:
+        pass
+    if bodies:
+        problem(line, f"{word} with a heredoc is not supported")
+        return None
+    if "from" in flags:
+        problem(line, f"{word} --from={flags['from']}: copying from another stage or image is not supported")
+        return None
+    unknown = set(flags) - {"chown", "chmod", "link", "parents"}
+    if unknown:
+        problem(line, f"{word}: unsupported option(s) {', '.join('--' + u for u in sorted(unknown))}")
+        return None
+    words = [substitute(w, variables)[0] for w in words]
+    if len(words) < 2:
+        problem(line, f"{word} needs at least one source and a destination")
+        return None
+    *sources, dest = words
+    for s in sources:
+        if re.match(r"^[a-z]+://", s) or s.startswith("git@"):
+            problem(line, f"{word} {s}: fetching a URL or repository at build time is not supported (no network)")
+            return None
+        norm = posixpath.normpath(s.lstrip("/"))
+        if norm == ".." or norm.startswith("../"):
+            problem(line, f"{word} {s}: the source leaves the build context (environment/)")
+            return None
+    dest_is_dir = dest.endswith("/") or len(sources) > 1 or any(_is_glob(s) for s in sources)
+    absolute = posixpath.normpath(posixpath.join(context.workdir, dest))
+    return Copy(line, tuple(sources), absolute, dest_is_dir or dest in (".", "./"), flags.get("chown"),
+                flags.get("chmod"), word == "ADD", context)
+
+
+def _is_glob(s: str) -> bool:
+    return any(c in s for c in "*?[")
+
+
+Kind = Literal["copy", "run", "mkdir"]

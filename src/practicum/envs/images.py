@@ -1,0 +1,459 @@
+"""Task images: a task's Dockerfile built once into a cached copy-on-write layer, and the
+offline verifier toolchain its tests ask for.
+
+``build_image(task)`` executes the final stage of ``environment/Dockerfile``
+(:mod:`practicum.envs.dockerfile`) in a container-mode sandbox session
+(:mod:`practicum.sandbox.container`) whose writes go to a host folder: that folder is the
+image's layer, cached under ``$PRACTICUM_HOME/images/<key>`` where the key hashes the
+Dockerfile, every file of the build context, the machine's package state and this builder's
+version. Sessions of the task then run over that layer (:class:`Image.container`).
+
+* ``FROM`` names an image that is never pulled: every image is built over this machine's own
+  root filesystem (Debian 12 with its Python 3.11, gcc, git, curl...); the name is recorded.
+* ``COPY``/``ADD`` copy from the build context (``environment/``) exactly as Docker does:
+  a folder's contents, several sources into a folder, a file renamed, absolute destinations
+  outside the workdir, relative ones against it, ``--chown``/``--chmod``, local tar archives
+  unpacked by ``ADD``.
+* ``RUN`` lines run once, at build time, as root, in the working folder and environment in
+  force, with this machine's network (which reaches only the package registries: ``apt-get``
+  and ``pip`` work through their ordinary clients; a package the machine has is a no-op). The
+  agent and the verifier never have a network.
+* A build that fails raises :class:`ImageBuildError` naming the Dockerfile line, the command
+  and the last lines of its output; nothing half-built is cached.
+
+The verifier toolchain (:func:`verifier_toolchain`): Terminal-Bench 2.0's ``test.sh`` files
+bootstrap their tools from the internet (``apt-get install curl``, the uv installer by
+``curl``, ``uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf ...``). The packages
+those lines name are installed here, ahead of time, into a cached folder that sessions see
+read-only at ``/opt/practicum/toolchain``; the verifier's ``PATH`` starts with stand-ins
+(``/opt/practicum/bin``: ``curl``/``wget`` for the uv installer, ``uv``, ``uvx``, ``apt-get``,
+``apt``, ``pip``, ``pip3``, ``pytest``) that serve those lines offline (see
+``verifier_shim.py``); anything else goes to the real tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import glob
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, Run, parse_dockerfile
+from practicum.errors import PracticumError
+from practicum.sandbox.base import Bind, Container, Limits
+
+BUILDER_VERSION = "2"
+TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
+SHIMS_INSIDE = "/opt/practicum/bin"
+CONTEXT_INSIDE = "/.practicum-context"
+SHIM_SOURCE = Path(__file__).with_name("verifier_shim.py")
+SHIM_NAMES = ("curl", "wget", "uv", "uvx", "apt-get", "apt", "pip", "pip3", "pytest")
+# Environment of every build step, as the python images and a non-interactive build have it.
+BUILD_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore"}
+# Mount points the build session's sandbox created in the layer; not part of the image.
+NOT_IMAGE = (CONTEXT_INSIDE.lstrip("/"), "opt/practicum", "dev", "proc")
+
+
+class ImageBuildError(PracticumError):
+    """A task image could not be built (the message names the step and its output)."""
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built task image: what a session needs to run over it."""
+
+    key: str
+    layer: Path | None  # None: the Dockerfile changes nothing (FROM/WORKDIR/ENV only)
+    workdir: str | None
+    env: tuple[tuple[str, str], ...]
+    base: str | None
+    notes: tuple[str, ...] = ()
+
+    def container(self) -> Container:
+        return Container(layers=(str(self.layer),) if self.layer else (), env=self.env)
+
+
+def home() -> Path:
+    from practicum.models import practicum_home
+
+    return practicum_home()
+
+
+def _host_state() -> str:
+    """What of the machine a layer depends on: its package database."""
+    h = hashlib.sha256()
+    for p in ("/var/lib/dpkg/status", "/etc/os-release"):
+        with contextlib.suppress(OSError):
+            h.update(Path(p).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _context_hash(context: Path) -> str:
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(context):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            rel = p.relative_to(context).as_posix()
+            st = p.lstat()
+            h.update(f"{rel}\0{st.st_mode & 0o7777}\0".encode())
+            if p.is_symlink():
+                h.update(os.readlink(p).encode())
+            elif p.is_file():
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Exclusive across processes (flock) and threads of this one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _THREAD_LOCKS.setdefault(str(path), threading.Lock()), open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_BUILDS: dict[str, asyncio.Lock] = {}
+
+
+def image_key(dockerfile: Path) -> str:
+    h = hashlib.sha256(f"{BUILDER_VERSION}\0{_host_state()}\0".encode())
+    h.update(dockerfile.read_bytes())
+    h.update(_context_hash(dockerfile.parent).encode())
+    return h.hexdigest()[:24]
+
+
+async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float = 600.0,
+                      log=None) -> Image:
+    """The image of ``dockerfile`` (its folder is the build context), built now or from cache."""
+    try:
+        text = dockerfile.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ImageBuildError(f"{dockerfile}: cannot read: {e}") from None
+    recipe = parse_dockerfile(text)
+    if recipe.problems:
+        raise ImageBuildError(f"{dockerfile}: " + "; ".join(str(p) for p in recipe.problems))
+    key = image_key(dockerfile)
+    notes = (f"FROM {recipe.base} is mapped to this machine's own root filesystem",) if recipe.base else ()
+    env = tuple({**BUILD_ENV, **recipe.env}.items())
+    base_steps = _base_mapping(recipe)
+    if base_steps:
+        notes += (f"{recipe.base}: `python` is linked to this machine's python3, as the python images have it",)
+        recipe.steps[:0] = base_steps
+    changes = [s for s in recipe.steps if not isinstance(s, MakeDir)]
+    if not changes:
+        return Image(key, None, recipe.workdir, env, recipe.base, notes)
+    root = home() / "images"
+    final = root / key
+    if (final / "complete").exists():
+        return Image(key, final, recipe.workdir, env, recipe.base, notes)
+    async with _BUILDS.setdefault(key, asyncio.Lock()):  # one build per image in this process
+        lock = await asyncio.to_thread(_acquire, root / f"{key}.lock")  # ... and across processes
+        try:
+            if not (final / "complete").exists():
+                await _build(recipe, dockerfile.parent, root, key, sandbox, timeout_s, log)
+        finally:
+            _release(lock)
+    return Image(key, final, recipe.workdir, env, recipe.base, notes)
+
+
+def _acquire(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "w")  # noqa: SIM115 - held until _release
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def _release(f) -> None:
+    fcntl.flock(f, fcntl.LOCK_UN)
+    f.close()
+
+
+async def _build(recipe: ImageRecipe, context: Path, root: Path, key: str, sandbox: str, timeout_s: float, log) -> None:
+    final = root / key
+    build = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root))
+    try:
+        await _execute(recipe, context, build, sandbox, timeout_s, log)
+        for rel in NOT_IMAGE:
+            p = build / "upper" / "_root" / rel
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+        shutil.rmtree(build / "work", ignore_errors=True)
+        (build / "complete").write_text(f"{time.time()}\n")
+        if final.exists():
+            shutil.rmtree(final)
+        build.rename(final)
+    finally:
+        if build.exists():
+            shutil.rmtree(build, ignore_errors=True)
+
+
+PYTHON_IMAGE = re.compile(r"(^|/)python[:\-@]|(^|/)python$")
+
+
+def _base_mapping(recipe: ImageRecipe) -> list[Run]:
+    """Steps that make this machine's root look like the image FROM names, where it differs in
+    a way tasks rely on: the official python images have ``python`` (not only ``python3``)."""
+    if not recipe.base or not PYTHON_IMAGE.search(recipe.base.split(" ")[0]):
+        return []
+    from practicum.envs.dockerfile import Context
+
+    ctx = Context("/", (("PATH", DEFAULT_PATH),), "root", ("/bin/sh", "-c"))
+    script = "[ -e /usr/local/bin/python ] || command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python"
+    return [Run(0, ("/bin/sh", "-c", script), ctx, "link python to python3")]
+
+
+def _stage_context(context: Path) -> Path:
+    """A copy of the build context owned by the container's root (so that files the host's
+    root alone may read are readable by the build, as Docker's context is)."""
+    from practicum.sandbox.container import ROOT_BASE
+
+    staged = Path(tempfile.mkdtemp(prefix="practicum-context-"))
+    os.chmod(staged, 0o755)
+    shutil.copytree(context, staged / "c", symlinks=True)
+    for dirpath, dirnames, filenames in os.walk(staged):
+        for name in [*dirnames, *filenames]:
+            os.lchown(os.path.join(dirpath, name), ROOT_BASE, ROOT_BASE)
+    os.chown(staged / "c", ROOT_BASE, ROOT_BASE)
+    return staged
+
+
+async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str, timeout_s: float, log) -> None:
+    from practicum.sandbox import get_sandbox
+
+    staged = _stage_context(context)
+    limits = Limits(timeout_s=timeout_s, cpu_s=timeout_s, memory_mb=4096, processes=512, file_size_mb=4096,
+                    workspace_mb=4096, output_bytes=256 * 1024, network=True)
+    session = await get_sandbox(sandbox).session(
+        limits, workdir="/", binds=[Bind(str(staged / "c"), CONTEXT_INSIDE), Bind(str(shims_dir()), SHIMS_INSIDE)],
+        container=Container(upper=str(build)))
+    try:
+        for step in recipe.steps:
+            env = {**BUILD_ENV, **step.context.environ}
+            # apt-get/apt skip what the machine already has (a package, a package that provides
+            # it, or a command of that name), so that an image's installs do not fight the base
+            env["PATH"] = f"{SHIMS_INSIDE}:{env.get('PATH', '')}"
+            env["PRACTICUM_SHIM_MODE"] = "build"
+            if isinstance(step, MakeDir):
+                argv, what = ["mkdir", "-p", step.path], f"WORKDIR {step.path}"
+            elif isinstance(step, Copy):
+                argv, what = ["/bin/sh", "-c", _copy_script(step, staged / "c")], f"{'ADD' if step.unpack else 'COPY'} (line {step.line})"
+            else:
+                assert isinstance(step, Run)
+                argv, what = list(step.argv), f"RUN {step.text[:200]} (line {step.line})"
+            cwd = "/" if isinstance(step, MakeDir) else step.context.workdir
+            wrapped = ["/bin/sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", cwd, *argv]
+            if log is not None:
+                log(what)
+            r = await session.exec(wrapped, env=env, timeout_s=timeout_s)
+            if not r.ok:
+                tail = "\n".join((r.stdout + r.stderr).rstrip().splitlines()[-15:])
+                why = r.detail or f"exit {r.exit_code}"
+                raise ImageBuildError(f"Dockerfile line {step.line}: {what} failed ({r.status}, {why}):\n{tail}")
+    finally:
+        await session.close()
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _copy_script(step: Copy, context: Path) -> str:
+    """The shell commands of one COPY/ADD, sources expanded on the host side (as Docker does
+    against its context); missing sources fail the step with Docker's message."""
+    q = shlex.quote
+    lines = ["set -e"]
+    dest = step.dest
+    matched: list[str] = []
+    for src in step.sources:
+        rel = os.path.normpath(src.lstrip("/")) if src.strip("/") not in ("", ".") else "."
+        hits = sorted(glob.glob(rel, root_dir=context)) if any(c in rel for c in "*?[") else (
+            [rel] if os.path.lexists(context / rel) else [])
+        if not hits:
+            return f"echo 'COPY failed: file not found in build context: {src}' >&2; exit 1"
+        matched += hits
+    into_dir = step.dest_is_dir or len(matched) > 1
+    for rel in matched:
+        host = context / rel
+        inside = f"{CONTEXT_INSIDE}/{rel}" if rel != "." else CONTEXT_INSIDE
+        if host.is_dir() and not host.is_symlink():
+            lines.append(f"mkdir -p {q(dest)}")
+            lines.append(f"cp -R --preserve=mode,timestamps --no-dereference {q(inside)}/. {q(dest)}/")
+            targets = [dest]
+        elif step.unpack and _is_tar(host):
+            lines.append(f"mkdir -p {q(dest)}")
+            lines.append(f"tar -xf {q(inside)} -C {q(dest)} --no-same-owner")
+            targets = [dest]
+        else:
+            name = os.path.basename(rel)
+            if into_dir:
+                lines.append(f"mkdir -p {q(dest)}")
+                target = f"{dest.rstrip('/')}/{name}"
+            else:  # a file: into dest when dest is an existing folder, else renamed to dest
+                lines.append(f"if [ -d {q(dest)} ]; then t={q(dest.rstrip('/') + '/' + name)}; else mkdir -p "
+                             f"\"$(dirname {q(dest)})\"; t={q(dest)}; fi")
+                target = "$t"
+            lines.append(f"cp --preserve=mode,timestamps --no-dereference {q(inside)} " +
+                         (q(target) if target != "$t" else '"$t"'))
+            targets = [target]
+        for t in targets:
+            t_arg = '"$t"' if t == "$t" else q(t)
+            if step.chown:
+                lines.append(f"chown -R {q(step.chown)} {t_arg}")
+            if step.chmod:
+                lines.append(f"chmod -R {q(step.chmod)} {t_arg}")
+    return "\n".join(lines)
+
+
+def _is_tar(p: Path) -> bool:
+    try:
+        return tarfile.is_tarfile(p)
+    except OSError:
+        return False
+
+
+# --- the verifier toolchain -----------------------------------------------------------------------
+
+_REQ = r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]*(?:[<>=!~]=?[^\s'\";|&]+)?"
+
+
+def verifier_requirements(scripts: list[str]) -> list[str]:
+    """The Python packages that verifier scripts install at run time: ``uvx``/``uv run``
+    ``-w``/``--with`` options, the tool ``uvx`` runs, ``uv add``, ``pip install``, ``uv pip
+    install``. ``pytest`` is always included."""
+    found: list[str] = ["pytest"]
+    for text in scripts:
+        joined = re.sub(r"\\\n", " ", text)
+        for line in joined.splitlines():
+            code = line.split("#", 1)[0]
+            try:
+                words = shlex.split(code)
+            except ValueError:
+                words = code.split()
+            for i, w in enumerate(words):
+                if w in ("-w", "--with") and i + 1 < len(words):
+                    found += [r for r in words[i + 1].split(",") if r]
+                elif w.startswith("--with="):
+                    found += [r for r in w.split("=", 1)[1].split(",") if r]
+            _installs(words, found)
+    out: list[str] = []
+    for r in found:
+        r = r.strip()
+        if re.fullmatch(_REQ, r) and r not in out:
+            out.append(r)
+    return out
+
+
+def _installs(words: list[str], found: list[str]) -> None:
+    """Packages after ``pip install``, ``uv add``, ``uv pip install`` and the tool of ``uvx``."""
+    n = len(words)
+    for i, w in enumerate(words):
+        base = os.path.basename(w)
+        start = None
+        if base in ("pip", "pip3") and i + 1 < n and words[i + 1] == "install":
+            start = i + 2
+        elif base == "uv" and i + 1 < n and words[i + 1] == "add":
+            start = i + 2
+        elif base == "uv" and i + 2 < n and words[i + 1] == "pip" and words[i + 2] == "install":
+            start = i + 3
+        elif w == "-m" and i + 2 < n and words[i + 1] == "pip" and words[i + 2] == "install":
+            start = i + 3
+        elif base == "uvx":
+            j = i + 1
+            while j < n and words[j].startswith("-"):
+                j += 2 if words[j] in ("-w", "--with", "-p", "--python", "--from") else 1
+            if j < n:
+                found.append(words[j])
+            continue
+        if start is None:
+            continue
+        for x in words[start:]:
+            if x in ("&&", "||", ";", "|"):
+                break
+            if not x.startswith("-"):
+                found.append(x)
+
+
+def toolchain_python() -> tuple[int, int]:
+    """The Python version of the interpreter the verifier's tools run on inside."""
+    from practicum.sandbox.container import server_python
+
+    out = subprocess.run([server_python(), "-c", "import sys; print(*sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def verifier_toolchain(requirements: list[str]) -> Path:
+    """A folder holding ``requirements`` (installed with pip, once, cached), for the verifier."""
+    major, minor = toolchain_python()
+    key = hashlib.sha256(f"{BUILDER_VERSION}\0{major}.{minor}\0{sorted(requirements)}".encode()).hexdigest()[:20]
+    root = home() / "toolchains"
+    final = root / key
+    with _locked(root / f"{key}.lock"):
+        if (final / "complete").exists():
+            return final
+        tmp = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root))
+        try:
+            cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                   "--no-warn-script-location", "--target", str(tmp / "site"), *requirements]
+            if (major, minor) != sys.version_info[:2]:
+                cmd[4:4] = ["--python-version", f"{major}.{minor}", "--only-binary=:all:"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            if r.returncode != 0:
+                tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-10:])
+                raise ImageBuildError(f"the verifier toolchain ({' '.join(requirements)}) could not be installed "
+                                      f"with pip:\n{tail}")
+            for dirpath, _dirs, filenames in os.walk(tmp):  # readable by the sandbox's root
+                os.chmod(dirpath, 0o755)
+                for name in filenames:
+                    p = os.path.join(dirpath, name)
+                    if not os.path.islink(p):
+                        os.chmod(p, os.stat(p).st_mode | 0o444)
+            (tmp / "requirements.txt").write_text("\n".join(requirements) + "\n")
+            (tmp / "complete").write_text("ok\n")
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+            os.chmod(final, 0o755)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def shims_dir() -> Path:
+    """The folder of verifier stand-ins (bound read-only at /opt/practicum/bin)."""
+    digest = hashlib.sha256(SHIM_SOURCE.read_bytes()).hexdigest()[:12]
+    d = home() / "verifier-bin" / digest
+    if (d / "complete").exists():
+        return d
+    with _locked(home() / "verifier-bin" / f"{digest}.lock"):
+        if not (d / "complete").exists():
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SHIM_SOURCE, d / "practicum-shim")
+            os.chmod(d / "practicum-shim", 0o755)
+            for name in SHIM_NAMES:
+                with contextlib.suppress(FileNotFoundError):
+                    (d / name).unlink()
+                (d / name).symlink_to("practicum-shim")
+            os.chmod(d, 0o755)
+            (d / "complete").write_text("ok\n")
+    return d
+
+
+def toolchain_binds(requirements: list[str]) -> list[Bind]:
+    return [Bind(str(verifier_toolchain(requirements) / "site"), TOOLCHAIN_INSIDE), Bind(str(shims_dir()), SHIMS_INSIDE)]
