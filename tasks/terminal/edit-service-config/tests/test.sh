@@ -5,10 +5,15 @@ set -u
 VDIR=/logs/verifier
 mkdir -p "$VDIR"
 rm -f "$VDIR/junit.xml" "$VDIR/reward.txt"
+# This task has a Dockerfile, so it runs in its image (python:3.11-slim, which has no pytest):
+# the standard Terminal-Bench bootstrap brings pytest (Practicum serves it offline).
+apt-get update >/dev/null 2>&1
+apt-get install -y curl >/dev/null 2>&1
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh >/dev/null 2>&1
+source "$HOME/.local/bin/env"
 cd /tests || exit 1
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-# -I: nothing the agent left in the workspace (a pytest.py, an xml package) shadows the tools.
-timeout 300 python3 -I -B -m pytest -q -p no:cacheprovider -c /dev/null --rootdir=/tests \
+timeout 300 uvx -w pytest==8.4.1 pytest -q -p no:cacheprovider -c /dev/null --rootdir=/tests \
     --junitxml="$VDIR/junit.xml" /tests/test_outputs.py
 rc=$?
 reward=0
