@@ -1,0 +1,99 @@
+"""Container mode of the sandbox: root in a writable root filesystem, and still isolated.
+
+Each test runs real programs in real container-mode sessions (nsjail, overlays, idmapped
+mounts). What Harbor tasks need must work; what would let a program reach the host, another
+session or the fork server must not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from practicum.sandbox import Limits, get_sandbox
+from practicum.sandbox.base import Container
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(script: str, limits: Limits | None = None, workdir: str = "/app") -> tuple[str, str, int | None]:
+    async def go():
+        s = await get_sandbox().session(limits or Limits(timeout_s=30), workdir=workdir, container=Container())
+        try:
+            r = await s.exec(["bash", "-c", script])
+        finally:
+            await s.close()
+        return r
+
+    r = asyncio.run(go())
+    return r.stdout, r.stderr, r.exit_code
+
+
+def test_root_writes_anywhere_copy_on_write():
+    out, err, code = run("id -u; mkdir /server && echo made; echo x > /usr/bin/added && echo usr-ok; "
+                         "echo 'a=1' >> /etc/added.conf && echo etc-ok; rm /etc/issue && echo rm-ok; pwd")
+    assert code == 0, err
+    assert out.split() == ["0", "made", "usr-ok", "etc-ok", "rm-ok", "/app"]
+    assert not Path("/usr/bin/added").exists() and not Path("/server").exists()  # nothing reached the host
+    assert Path("/etc/issue").exists()
+    out, _, _ = run("ls /server /usr/bin/added 2>&1 | head -2; test -e /etc/issue && echo issue-back")
+    assert "No such file" in out and "issue-back" in out  # a new session starts from the image again
+
+
+def test_process_substitution_ptys_and_dot_files():
+    out, err, code = run("cat <(echo via-dev-fd); tmux new-session -d -s t 'sleep 5' && tmux ls | cut -d: -f1; "
+                         "test -f /root/.bashrc && echo bashrc")
+    assert code == 0, err
+    assert out.split() == ["via-dev-fd", "t", "bashrc"]
+
+
+PTRACE = r"""
+import ctypes, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+child = os.fork()
+if child == 0:
+    time.sleep(10)
+    os._exit(0)
+time.sleep(0.1)
+own = libc.ptrace(16, child, 0, 0)  # PTRACE_ATTACH to our own child
+print("own", own, ctypes.get_errno())
+os.kill(child, signal.SIGKILL)
+server = libc.ptrace(16, 1, 0, 0)   # and to the fork server, PID 1
+print("server", server, ctypes.get_errno())
+try:
+    open("/proc/1/mem", "rb").read(1)
+    print("mem readable")
+except OSError as e:
+    print("mem", e.errno)
+"""
+
+
+def test_ptrace_own_processes_but_never_the_fork_server():
+    out, err, code = run(f"python3 - <<'EOF'\n{PTRACE}\nEOF\nkill -9 1; sleep 0.2; echo server-alive")
+    lines = out.splitlines()
+    assert lines[0] == "own 0 0", (out, err)
+    assert lines[1].startswith("server -1 ") and lines[2].startswith("mem ") and lines[3] == "server-alive", out
+
+
+def test_the_host_is_not_visible_and_there_is_no_network():
+    secret_dirs = [str(REPO), "/root/.cache", "/work"]
+    out, _, _ = run("; ".join(f"ls {d} >/dev/null 2>&1 && echo SEEN {d}" for d in secret_dirs) +
+                    "; python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\" "
+                    "2>/dev/null || echo no-network")
+    assert "SEEN" not in out and "no-network" in out
+
+
+def test_writable_layer_is_capped_in_size_and_inodes():
+    out, _, _ = run("dd if=/dev/zero of=/big bs=1M count=64 2>/dev/null; stat -c 'size %s' /big; "
+                    "python3 -c \"\nimport os\nn=0\ntry:\n    for i in range(100000):\n        open(f'/tmp/f{i}', 'w').close(); n+=1\n"
+                    "except OSError as e:\n    print('inodes', n, e.errno)\n\"",
+                    limits=Limits(timeout_s=60, workspace_mb=32))
+    assert int(out.split("size")[1].split()[0]) <= 32 << 20  # the 64 MiB file was cut at the cap
+    assert "inodes" in out and int(out.split("inodes")[1].split()[0]) < 100000
+
+
+def test_memory_kill_and_cleanup():
+    out, err, code = run("python3 -c 'x = bytearray(1 << 30)'; echo rc=$?", limits=Limits(timeout_s=30, memory_mb=256))
+    assert "rc=" in out and "rc=0" not in out, (out, err)
+    assert os.path.isdir("/work")  # the host is untouched

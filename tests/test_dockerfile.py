@@ -1,0 +1,147 @@
+"""The Dockerfile interpreter: parsing as Docker reads a file, and COPY/ADD/RUN executed as
+Docker executes them, into a real image layer built in a container-mode sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from practicum.envs.dockerfile import Copy, MakeDir, Run, parse_dockerfile, substitute
+from practicum.envs.images import ImageBuildError, build_image, verifier_requirements
+from practicum.sandbox import get_sandbox
+
+
+def test_parse_final_stage_env_arg_workdir_and_problems():
+    text = """# syntax=docker/dockerfile:1
+ARG BASE=python:3.13-slim
+FROM ${BASE} AS builder
+RUN echo first stage
+FROM ubuntu:24.04
+ARG APP=/srv
+ENV HOME_DIR=$APP/home \\
+    MODE=test
+WORKDIR ${APP}
+WORKDIR app
+RUN echo "$MODE" && \\
+    echo more
+COPY --chown=1000:1000 a.txt b.txt sub/
+COPY --from=builder /x /y
+ADD https://example.com/f.tar.gz /opt/
+CMD ["bash"]
+"""
+    r = parse_dockerfile(text)
+    assert r.base == "ubuntu:24.04"
+    assert r.workdir == "/srv/app"
+    assert r.env == {"HOME_DIR": "/srv/home", "MODE": "test"}
+    kinds = [type(s) for s in r.steps]
+    assert kinds == [MakeDir, MakeDir, Run, Copy]  # nothing of the first stage
+    run = r.steps[2]
+    assert isinstance(run, Run) and run.argv[:2] == ("/bin/sh", "-c") and "echo more" in run.argv[2]
+    assert run.context.workdir == "/srv/app" and run.context.environ["MODE"] == "test"
+    copy = r.steps[3]
+    assert isinstance(copy, Copy) and copy.dest == "/srv/app/sub" and copy.dest_is_dir and copy.chown == "1000:1000"
+    assert [p.line for p in r.problems] == [14, 15]  # COPY --from and ADD of a URL, each with its line
+    assert "another stage" in r.problems[0].message and "URL" in r.problems[1].message
+    assert r.ignored == ["CMD"]
+
+
+def test_heredoc_run_and_substitution_forms():
+    r = parse_dockerfile("FROM x\nRUN <<EOF\necho one\necho two\nEOF\nRUN [\"echo\", \"exec form\"]\n")
+    assert len(r.steps) == 2
+    assert "echo one\necho two" in r.steps[0].argv[2]
+    assert r.steps[1].argv == ("echo", "exec form")
+    assert substitute("${A:-dflt}/${B:+alt}/$C/\\$D", {"B": "1", "C": "c"}) == ("dflt/alt/c/$D", set())
+    assert substitute("$NOPE", {})[1] == {"NOPE"}
+
+
+def test_no_from_is_a_problem():
+    assert "before the first FROM" in str(parse_dockerfile("RUN echo hi\n").problems[0])
+    assert "no FROM" in str(parse_dockerfile("# only a comment\n").problems[0])
+
+
+def test_verifier_requirements_from_the_standard_bootstraps():
+    tb2 = ("curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh\nuvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n"
+           "  -w pytest-json-ctrf==0.3.5 \\\n  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n")
+    assert verifier_requirements([tb2]) == ["pytest", "pytest==8.4.1", "pytest-json-ctrf==0.3.5"]
+    other = "uv init\nuv add pytest==8.4.1\npip install pytest==8.4.1 requests==2.32.5 && pytest\nuvx --with rich ruff check\n"
+    assert set(verifier_requirements([other])) == {"pytest", "pytest==8.4.1", "requests==2.32.5", "rich", "ruff"}
+
+
+# --- building, for real -------------------------------------------------------------------------------
+
+
+def _context(tmp_path: Path, dockerfile: str) -> Path:
+    ctx = tmp_path / "environment"
+    (ctx / "data" / "nested").mkdir(parents=True)
+    (ctx / "data" / "one.txt").write_text("one\n")
+    (ctx / "data" / "nested" / "two.txt").write_text("two\n")
+    (ctx / "script.sh").write_text("#!/bin/sh\necho ran > /app/ran.txt\n")
+    (ctx / "script.sh").chmod(0o755)
+    (ctx / "private.txt").write_text("only root may read\n")
+    (ctx / "private.txt").chmod(0o600)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("inner/packed.txt")
+        payload = b"packed\n"
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    (ctx / "bundle.tar").write_bytes(buf.getvalue())
+    (ctx / "Dockerfile").write_text(dockerfile)
+    return ctx / "Dockerfile"
+
+
+DOCKERFILE = """FROM ubuntu:24.04
+WORKDIR /app
+ENV GREETING=hello
+COPY data/ /app/
+COPY data /data
+COPY script.sh /usr/local/bin/renamed-script
+COPY private.txt .
+COPY --chown=1234:1234 data/one.txt owned/
+ADD bundle.tar /unpacked/
+RUN renamed-script && echo "$GREETING" > greeting.txt && mkdir -p /server && rm /etc/issue
+"""
+
+
+def test_copy_run_and_layer_as_docker_does_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, DOCKERFILE)
+
+    async def go():
+        image = await build_image(dockerfile)
+        again = await build_image(dockerfile)
+        s = await get_sandbox().session(workdir="/app", container=image.container())
+        try:
+            r = await s.exec(["bash", "-c", "cat one.txt nested/two.txt /data/one.txt /data/nested/two.txt; "
+                              "cat ran.txt greeting.txt private.txt /unpacked/inner/packed.txt; "
+                              "stat -c %u owned/one.txt; ls -d /server; test -e /etc/issue || echo issue-gone; "
+                              "test -e /app/data || echo no-data-folder; echo $GREETING"])
+        finally:
+            await s.close()
+        return image, again, r
+
+    image, again, r = asyncio.run(go())
+    assert again.layer == image.layer  # built once, then cached
+    assert r.ok, r
+    assert r.stdout.split() == ["one", "two", "one", "two", "ran", "hello", "only", "root", "may", "read", "packed",
+                                "1234", "/server", "issue-gone", "no-data-folder", "hello"]
+    assert image.workdir == "/app"
+
+
+def test_a_failing_run_line_names_its_line_and_output(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nRUN echo about to fail && false\n")
+    with pytest.raises(ImageBuildError, match=r"line 2.*about to fail"):
+        asyncio.run(build_image(dockerfile))
+    assert not list((tmp_path / "home" / "images").glob("*/complete"))  # nothing half-built is cached
+
+
+def test_copy_of_a_missing_source_fails_the_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nCOPY nothing-here.txt /app/\n")
+    with pytest.raises(ImageBuildError, match="nothing-here.txt"):
+        asyncio.run(build_image(dockerfile))
