@@ -333,3 +333,97 @@ def test_the_multi_reward_cookbook_task_is_understood():
 
 def copy_shipped_task(dest: Path, name: str = "fix-paginate") -> Path:
     return Path(shutil.copytree(REPO / "tasks" / "terminal" / name, dest / name, symlinks=True))
+
+
+# --- practicum tasks check: a row per task, never a traceback ---------------------------------------
+
+
+def tasks_check(*args: str) -> tuple[int, list[dict], str]:
+    from typer.testing import CliRunner
+
+    from practicum.cli import app
+
+    result = CliRunner().invoke(app, ["tasks", "check", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result.exit_code, records, result.output
+
+
+def test_tasks_check_reports_every_task_as_a_row(tmp_path):
+    copy_shipped_task(tmp_path)
+    make_task(tmp_path, "broken-toml", toml="[agent\ntimeout_sec = 1\n")
+    no_test = make_task(tmp_path, "no-test-sh")
+    (no_test / "tests" / "test.sh").unlink()
+    (no_test / "tests" / "check.py").write_text("open('/logs/verifier/reward.txt', 'w').write('1')\n")
+    code, records, _ = tasks_check(str(tmp_path), "--json")
+    assert code == 1
+    assert all(list(r) == ["task", "reference", "untouched", "verdict", "reason"] for r in records)
+    by_task = {r["task"]: r for r in records}
+    assert list(by_task) == ["broken-toml", "fix-paginate", "no-test-sh"]
+    assert by_task["fix-paginate"] == {"task": "fix-paginate", "reference": None, "untouched": None,
+                                       "verdict": "ok", "reason": None}
+    assert by_task["broken-toml"]["verdict"] == "invalid"
+    assert by_task["broken-toml"]["reason"].startswith("task.toml: not valid TOML")
+    assert by_task["no-test-sh"]["verdict"] == "invalid"
+    assert "tests/test.sh: missing: the verifier that writes the reward" in by_task["no-test-sh"]["reason"]
+
+
+def test_tasks_check_text_output_and_unreadable_files(tmp_path):
+    d = make_task(tmp_path, "dangling")
+    (d / "environment" / "data.csv").symlink_to("gone.csv")  # inside the task, pointing nowhere
+    make_task(tmp_path, "crlf", solve_sh="#!/bin/bash\necho \x1b[2Jhi\r\n")
+    code, _, out = tasks_check(str(tmp_path))
+    assert code == 1
+    assert "invalid dangling" in out and "environment/data.csv: unreadable" in out
+    assert "invalid crlf" in out and "solution/solve.sh: line 2 has a CRLF line ending" in out
+    assert "2 task(s): 2 invalid" in out
+
+
+@pytest.mark.parametrize(("setup", "expected"), [
+    (lambda p: p, "no task folders: it is empty"),
+    (lambda p: (p / "README.md").write_text("x") and p, "no task folders: it holds no task.toml and no subfolders"),
+    (lambda p: p / "nowhere", "no such folder"),
+    (lambda p: (p / "file.txt").write_text("x") and p / "file.txt", "not a folder"),
+])
+def test_tasks_check_says_why_a_folder_has_no_tasks(tmp_path, setup, expected):
+    code, records, out = tasks_check(str(setup(tmp_path)), "--json")
+    assert code == 2 and records == [] and expected in out
+
+
+def test_tasks_check_points_at_nested_task_folders(tmp_path):
+    copy_shipped_task(tmp_path / "terminal")
+    code, records, _ = tasks_check(str(tmp_path), "--json")
+    assert code == 1 and records[0]["verdict"] == "invalid"
+    assert "it holds task folders (fix-paginate)" in records[0]["reason"]
+
+
+def test_tasks_check_runs_solutions_and_says_why_one_fails(tmp_path):
+    """In the sandbox: the good task scores 1/0; a reference that does nothing scores 0, and the
+    reason carries the verifier's last lines; a task without solve.sh is said to have none."""
+    copy_shipped_task(tmp_path)
+    lazy = copy_shipped_task(tmp_path / "x")
+    shutil.move(lazy, tmp_path / "lazy-reference")
+    (tmp_path / "lazy-reference" / "solution" / "solve.sh").write_text("#!/bin/bash\necho nothing to do\n")
+    bare = copy_shipped_task(tmp_path / "y")
+    shutil.move(bare, tmp_path / "no-reference")
+    shutil.rmtree(tmp_path / "no-reference" / "solution")
+    shutil.rmtree(tmp_path / "x")
+    shutil.rmtree(tmp_path / "y")
+    code, records, _ = tasks_check(str(tmp_path), "--run-solutions", "--json")
+    assert code == 1
+    by_task = {r["task"]: r for r in records}
+    assert by_task["fix-paginate"] == {"task": "fix-paginate", "reference": 1.0, "untouched": 0.0,
+                                       "verdict": "ok", "reason": None}
+    lazy_row = by_task["lazy-reference"]
+    assert (lazy_row["verdict"], lazy_row["reference"], lazy_row["untouched"]) == ("fail", 0.0, 0.0)
+    assert lazy_row["reason"].startswith("reference scored 0.00, below 1; the verifier's last lines:\n")
+    assert len(lazy_row["reason"].splitlines()) > 1
+    assert by_task["no-reference"]["verdict"] == "no-solution"
+    assert by_task["no-reference"]["reason"].startswith("no solution/solve.sh")
+
+
+def test_task_output_cannot_rewrite_the_report():
+    from practicum.cli import _printable
+
+    assert _printable("ok\x1b[2J\x1b[1A\rverdict: ok\n\tnext") == "ok\\x1b[2J\\x1b[1A\\rverdict: ok\n\tnext"

@@ -9,6 +9,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -218,57 +219,144 @@ def doctor() -> None:
     console.print(table)
 
 
+_TASK_MARKERS = ("task.toml", "instruction.md", "environment", "tests", "solution")
+_PASSING = ("ok", "warning")
+
+
+def _task_folders(path: Path) -> tuple[list[Path], str | None]:
+    """The task folders ``tasks check`` reports on, or why there are none."""
+    if not path.exists():
+        return [], f"{path}: no such folder"
+    if not path.is_dir():
+        return [], f"{path}: not a folder; give a task folder or a folder of task folders"
+    if any((path / m).exists() for m in _TASK_MARKERS):
+        return [path], None
+    try:
+        subdirs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as e:
+        return [], f"{path}: unreadable ({e.strerror or e})"
+    if not subdirs:
+        return [], (f"{path}: no task folders: it is empty" if not any(path.iterdir()) else
+                    f"{path}: no task folders: it holds no task.toml and no subfolders")
+    return subdirs, None
+
+
+def _printable(text: str) -> str:
+    """Text from a task's scripts, safe to print: control characters (terminal escape sequences
+    among them) shown as escapes, so a task's output cannot rewrite the report."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+@dataclass(frozen=True)
+class TaskCheckRow:
+    """One task's row of ``practicum tasks check``; with ``--json``, one line each."""
+
+    task: str  # the folder's name
+    reference: float | None  # the reference solution's score; None when not run
+    untouched: float | None  # the untouched workspace's score; None when not run
+    verdict: str  # ok | warning | invalid | fail | no-solution
+    reason: str | None  # why, when not ok: the problems, or the failing step and its last lines
+
+
+def _static_row(folder: Path) -> tuple[TaskCheckRow, bool]:
+    """The static verdict of one folder, and whether it can be run."""
+    from practicum.envs.terminal_tasks import check_task
+
+    if not any((folder / m).exists() for m in _TASK_MARKERS):
+        inner = [d.name for d in sorted(folder.iterdir()) if d.is_dir() and any((d / m).exists() for m in _TASK_MARKERS)]
+        hint = f"; it holds task folders ({', '.join(inner[:3])}{', ...' if len(inner) > 3 else ''}): check it on its own" if inner else ""
+        return TaskCheckRow(folder.name, None, None, "invalid",
+                            f"not a task folder: no {', '.join(_TASK_MARKERS)}{hint}"), False
+    try:
+        problems = check_task(folder)
+    except OSError as e:  # the folder changed or became unreadable under the check
+        return TaskCheckRow(folder.name, None, None, "invalid", f"unreadable: {e}"), False
+
+    def rel(p: Path) -> str:
+        try:
+            return p.relative_to(folder.resolve()).as_posix()
+        except ValueError:
+            return str(p)
+
+    errors = [f"{rel(p.file)}: {p.message}" for p in problems if p.severity == "error"]
+    warnings = [f"{rel(p.file)}: warning: {p.message}" for p in problems if p.severity == "warning"]
+    if errors:
+        return TaskCheckRow(folder.name, None, None, "invalid", "\n".join(errors)), False
+    return TaskCheckRow(folder.name, None, None, "warning" if warnings else "ok", "\n".join(warnings) or None), True
+
+
+async def _run_row(folder: Path, static: TaskCheckRow) -> TaskCheckRow:
+    """Score the reference solution and the untouched workspace of one statically sound task."""
+    from practicum.envs.terminal import TerminalDomain, run_reference
+
+    try:
+        domain = TerminalDomain("terminal", folder)  # this task alone: another's fault cannot stop it
+        task = domain.source.eval_tasks()[0]
+        ref = await run_reference(domain, task, True)
+        untouched = await run_reference(domain, task, False)
+    except PracticumError as e:
+        return TaskCheckRow(folder.name, None, None, "fail", f"could not run: {e}")
+    r = ref.score.value if ref.score is not None else None
+    u = untouched.score.value if untouched.score is not None else None
+    why: list[str] = []
+    for label, run, bad in (("reference", ref, r is not None and r < 1.0), ("untouched", untouched, u is not None and u > 0.0)):
+        if run.failed_step is not None:
+            why.append(f"{label}: the {run.failed_step} step failed"
+                       f"{f' ({run.score.explanation})' if run.score and run.score.explanation else ''}; its last lines:\n{run.output}")
+        elif bad:
+            what = "below 1" if label == "reference" else "above 0: the verifier passes without any work"
+            why.append(f"{label} scored {run.score.value if run.score else 0:.2f}, {what}; the verifier's last lines:\n{run.output}")
+    if ref.score is None:
+        return TaskCheckRow(folder.name, None, u, "no-solution", "\n".join(["no solution/solve.sh to score", *why]))
+    if why:
+        return TaskCheckRow(folder.name, r, u, "fail", "\n".join(why))
+    return TaskCheckRow(folder.name, r, u, static.verdict, static.reason)
+
+
 @tasks_app.command("check")
 def tasks_check(
     path: Annotated[Path, typer.Argument(help="A task folder, or a folder of task folders.")],
     run_solutions: Annotated[bool, typer.Option("--run-solutions", help="Also score each reference solution and an untouched workspace in the sandbox.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per task, one per line (task, reference, untouched, verdict, reason).")] = False,
 ) -> None:
-    """Validate terminal task folders; report every problem with its file.
+    """Check terminal task folders: one row per task, with its verdict and, when it is not ok, why.
 
-    Exits non-zero when a task has an error, or (with --run-solutions) when a reference scores
-    below 1 or an untouched workspace above 0."""
-    from practicum.envs.terminal_tasks import check_task
+    A bad task is a row, never a stop. Verdicts: ok, warning (both pass), invalid (the static
+    check found an error), fail (with --run-solutions: the reference scored below 1, the untouched
+    workspace above 0, or a step failed), no-solution. Exits 1 when any task does not pass, 2 when
+    PATH holds no task."""
+    folders, why_none = _task_folders(path)
+    if why_none is not None:
+        _fail(ValueError(why_none))
 
-    folders = [path] if (path / "task.toml").exists() or (path / "instruction.md").exists() else sorted(
-        p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not folders:
-        _fail(ValueError(f"{path}: no task folders"))
-    bad = 0
-    for folder in folders:
-        problems = check_task(folder)
-        errors = [p for p in problems if p.severity == "error"]
-        bad += bool(errors)
-        mark = "[red]error[/]" if errors else ("[yellow]warning[/]" if problems else "[green]ok[/]")
-        console.print(f"{mark} {folder.name}")
-        for p in problems:
-            console.print(f"    {p}")
-    if run_solutions:
-        from practicum.envs.terminal import TerminalDomain, run_reference
+    def report(row: TaskCheckRow) -> None:
+        if json_out:
+            print(json.dumps(asdict(row)), flush=True)
+            return
+        colour = {"ok": "green", "warning": "yellow"}.get(row.verdict, "red")
+        scores = "" if row.reference is None and row.untouched is None else (
+            f"  reference {'-' if row.reference is None else f'{row.reference:.2f}'}"
+            f"  untouched {'-' if row.untouched is None else f'{row.untouched:.2f}'}")
+        console.print(f"[{colour}]{row.verdict}[/] {escape(_printable(row.task))}{scores}", soft_wrap=True)
+        for line in (row.reason or "").splitlines():
+            console.print(f"    {escape(_printable(line))}", soft_wrap=True, highlight=False)
 
-        table = Table(title="reference and untouched scores")
-        for col in ("task", "reference", "untouched", "verdict"):
-            table.add_column(col)
+    async def check_all() -> list[TaskCheckRow]:
+        rows = []
+        for folder in folders:
+            row, runnable = _static_row(folder)
+            if run_solutions and runnable:
+                row = await _run_row(folder, row)
+            report(row)
+            rows.append(row)
+        return rows
 
-        async def score_all() -> int:
-            failed = 0
-            for folder in folders:
-                if any(p.severity == "error" for p in check_task(folder)):
-                    continue
-                domain = TerminalDomain("terminal", folder.parent)
-                task = next(t for t in domain.source.eval_tasks() if t.id == f"terminal/{folder.name}")
-                ref = (await run_reference(domain, task, True)).score
-                untouched = (await run_reference(domain, task, False)).score
-                ok = ref is not None and ref.value >= 1.0 and untouched is not None and untouched.value <= 0.0
-                failed += not ok
-                table.add_row(folder.name, "-" if ref is None else f"{ref.value:.2f}",
-                              "-" if untouched is None else f"{untouched.value:.2f}",
-                              "[green]ok[/]" if ok else "[red]FAIL[/]")
-            return failed
-
-        bad += asyncio.run(score_all())
-        console.print(table)
-    console.print(f"{len(folders)} task(s), {bad} with problems")
-    if bad:
+    rows = asyncio.run(check_all())
+    failing = [r for r in rows if r.verdict not in _PASSING]
+    if not json_out:
+        counts = ", ".join(f"{sum(r.verdict == v for r in rows)} {v}" for v in dict.fromkeys(r.verdict for r in rows))
+        console.print(f"{len(rows)} task(s): {counts}" + (" (statically; --run-solutions also runs them)" if not run_solutions else ""))
+    if failing:
         raise typer.Exit(1)
 
 
