@@ -2,9 +2,18 @@
 tests decide.
 
 A task is a Harbor-layout folder (:mod:`practicum.envs.terminal_tasks`). Each episode gets its
-own sandbox session (:mod:`practicum.sandbox`) whose workspace appears at the task's workdir
-(default ``/app``), seeded with ``environment/``, prepared by ``.practicum-setup.sh`` if there is
-one, and committed as a git baseline. The agent's tools:
+own sandbox session (:mod:`practicum.sandbox`), in one of two modes:
+
+* the task has ``environment/Dockerfile``: the session runs over the task's image
+  (:mod:`practicum.envs.images`, built once and cached) in container mode
+  (:mod:`practicum.sandbox.container`): the agent and the verifier are root in a private,
+  writable root filesystem; the workdir is left as the image made it and the git baseline is
+  kept outside it (``/.practicum/baseline.git``); the verifier's ``PATH`` starts with the offline
+  stand-ins of its bootstrap (apt-get, the uv installer, uvx) over a read-only toolchain;
+* no Dockerfile: the workspace appears at the task's workdir (default ``/app``), seeded with
+  ``environment/``, and is committed as a git baseline; programs run unprivileged.
+
+Either way ``.practicum-setup.sh`` prepares the workspace if there is one. The agent's tools:
 
 * ``bash(command)``: a persistent shell — the working directory and exported variables carry
   over between calls (each call runs in a fresh process of the session that restores them and
@@ -17,8 +26,9 @@ Verification runs after the episode, in the same session but in a clean verifier
 agent has no more turns, ``/tests`` and ``/logs/verifier`` are emptied (a planted reward or test
 helper is gone), ``tests/`` is copied in, ``bash /tests/test.sh`` runs with the workdir as its
 working directory, and the reward is read from ``/logs/verifier/reward.txt`` or ``reward.json``.
-The final ``git diff`` against the baseline is stored in ``Episode.info["git_diff"]``. Python
-packages come from the read-only environment shared by all sandboxes; there is no network.
+The final ``git diff`` against the baseline is stored in ``Episode.info["git_diff"]``. There is
+no network. A reference solution (``run_reference``) is copied to ``/solution`` (container
+mode) and ``solve.sh`` runs from the workdir, as Harbor's oracle agent does.
 """
 
 from __future__ import annotations
