@@ -11,6 +11,9 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
+from practicum.errors import SandboxError
 from practicum.sandbox import Limits, get_sandbox
 from practicum.sandbox.base import Container
 
@@ -97,3 +100,80 @@ def test_memory_kill_and_cleanup():
     out, err, code = run("python3 -c 'x = bytearray(1 << 30)'; echo rc=$?", limits=Limits(timeout_s=30, memory_mb=256))
     assert "rc=" in out and "rc=0" not in out, (out, err)
     assert os.path.isdir("/work")  # the host is untouched
+
+
+# --- the hostile programs, in container mode ------------------------------------------------------
+
+SHARED = Path(os.environ.get("PRACTICUM_SHARED", REPO.parent / "shared"))
+HOSTILE = SHARED / "hostile" / "sandbox"
+PROGRAMS = sorted(p.name for p in HOSTILE.glob("*.py")) if HOSTILE.is_dir() else []
+OUTSIDE = ["/etc/practicum_escape", "/tmp/practicum_escape", "/root/practicum_escape", "/var/tmp/practicum_escape",
+           "/tmp/practicum_daemon_marker", "/work/practicum_escape"]
+
+
+@pytest.mark.parametrize("name", PROGRAMS or ["(missing)"])
+def test_hostile_programs_are_contained_in_container_mode(name, monkeypatch):
+    """Every hostile program, run as root of a container-mode session with the default limits:
+    no ESCAPED line, nothing written on the host, nothing left running, the session still serves."""
+    if not PROGRAMS:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{HOSTILE} is missing: CI must run the hostile programs")
+        pytest.skip(f"{HOSTILE} not present")
+    import secrets
+    import shutil
+    import socket
+
+    canary = secrets.token_hex(8)
+    monkeypatch.setenv("PRACTICUM_CANARY", canary)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.1)
+    free_before = shutil.disk_usage("/").free
+    limits = Limits()
+
+    async def go():
+        s = await get_sandbox().session(limits, workdir="/app", container=Container())
+        try:
+            await s.write_file("port", str(listener.getsockname()[1]))
+            await s.write_file(name, (HOSTILE / name).read_text())
+            r = await s.exec(["python3", name])
+            if name == "daemon.py":
+                await asyncio.sleep(5)
+            left = s.program_pids()
+            home = await s.exec(["ls", "-A", "/root"])
+            links = []
+            for link in ("passwd_link", "dir_link/passwd"):
+                try:
+                    links.append(await s.read_file(link))
+                except (OSError, SandboxError):
+                    links.append(None)
+            again = await s.exec(["python3", "-c", "print('still serving')"])
+        finally:
+            await s.close()
+        return r, left, links, again, home
+
+    r, left, links, again, home = asyncio.run(go())
+    # Container mode gives root a private, writable copy of the whole tree by design: writing
+    # /etc or /root there, or listing the container's own /root, is no escape. Those lines are
+    # judged from the host instead (below: nothing exists on the host; /root holds only the
+    # image's dot files).
+    by_design = ("ESCAPED: wrote ", "ESCAPED: can list /root")
+    escaped = [ln for ln in r.stdout.splitlines() if "ESCAPED" in ln and not ln.startswith(by_design)]
+    assert not escaped, r.stdout
+    assert set(home.stdout.split()) <= {".bashrc", ".profile", "practicum_escape"}, home.stdout
+    assert canary not in r.stdout + r.stderr
+    assert again.stdout == "still serving\n", again
+    assert not {p for p in left if Path(f"/proc/{p}").exists()}, f"processes left: {left}"
+    assert not any(Path(p).exists() for p in OUTSIDE)
+    assert all(x is None or b"root:" not in x for x in links)
+    assert shutil.disk_usage("/").free > free_before - (64 << 20)
+    with pytest.raises(OSError):
+        listener.accept()  # nothing reached the host's loopback
+    listener.close()
+    if name == "cpu_spin.py":
+        assert r.status == "timeout"
+    if name == "memory_hog.py":
+        assert r.status in ("memory", "killed") or "MemoryError" in r.stderr
+    if name == "output_flood.py":
+        assert r.truncated and len(r.stdout) <= limits.output_bytes

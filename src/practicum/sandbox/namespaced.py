@@ -67,7 +67,16 @@ from pathlib import Path
 
 from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
-from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, Container, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
+from practicum.sandbox.base import (
+    DEFAULT_WORKDIR,
+    Bind,
+    Container,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxSession,
+    SessionOptions,
+)
 
 SERVER_INSIDE = "/opt/practicum/forkserver.py"
 EXEC_UID = 1000  # uid of programs inside the sandbox; the fork server is uid 0 inside (a random host uid outside)
@@ -549,7 +558,22 @@ class NsjailSession(SandboxSession):
 
     def program_pids(self) -> set[int]:
         """Host pids of the programs of this session still alive: every host process whose real
-        uid is the session's execution uid (unique to the session). Empty between executions."""
+        uid is the session's execution uid (unique to the session); in container mode, whose uids
+        are shared by all container sessions, every process in the session's PID namespace but
+        its fork server. Empty between executions."""
+        if self.options.container is not None:
+            server = self.server_pid()
+            try:
+                ns = os.readlink(f"/proc/{server}/ns/pid")
+            except (OSError, TypeError):
+                return set()
+            found = set()
+            for e in os.scandir("/proc"):
+                if e.name.isdigit() and int(e.name) != server:
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{e.name}/ns/pid") == ns and _real_uid(int(e.name)) is not None:
+                            found.add(int(e.name))
+            return found
         if self.exec_host_uid < 0:
             return set()
         return {int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and _real_uid(int(e.name)) == self.exec_host_uid}
