@@ -22,7 +22,6 @@ from practicum.envs.terminal_tasks import (
     load_task,
     load_tasks,
     read_reward,
-    read_workdir,
 )
 from practicum.errors import TaskError, VerifierFailure
 
@@ -298,6 +297,9 @@ def test_dockerfile_workdir_and_what_is_not_seeded(tmp_path):
     ("FROM x\nWORKDIR /tests\n", "lies in a folder the environment mounts itself"),
     ("FROM x\nWORKDIR /logs/app\n", "lies in a folder the environment mounts itself"),
     ("FROM x\nWORKDIR /\n", "absolute folder other than /"),
+    ("FROM x\nCOPY missing.txt /app/\n", "COPY source 'missing.txt' is not in environment/"),
+    ("FROM x\nCOPY --from=build /a /b\n", "line 2: COPY --from=build: copying from another stage"),
+    ("FROM x\nADD https://example.com/a.tgz /opt/\n", "fetching a URL"),
 ])
 def test_bad_workdir(tmp_path, dockerfile, expected):
     d = make_task(tmp_path, files={"environment/Dockerfile": dockerfile})
@@ -305,13 +307,18 @@ def test_bad_workdir(tmp_path, dockerfile, expected):
     assert problem.file.name == "Dockerfile" and expected in problem.message
 
 
-def test_read_workdir_rules():
-    assert read_workdir("FROM a\n") == ("/app", [])
-    assert read_workdir("FROM a\nWORKDIR /x\nWORKDIR y/../z\n")[0] == "/x/z"
-    assert read_workdir("FROM a AS build\nWORKDIR /build\nFROM b\n")[0] == "/app"  # last stage counts
-    assert read_workdir("FROM a\nENV ROOT=/opt \\\n    OTHER=1\nWORKDIR $ROOT/app\n")[0] == "/opt/app"
-    assert read_workdir("from a\nworkdir /lower\n")[0] == "/lower"
-    assert read_workdir('FROM a\nWORKDIR "/quoted dir"\n')[0] == "/quoted dir"
+def test_dockerfile_workdir_rules():
+    from practicum.envs.dockerfile import parse_dockerfile
+
+    def workdir(text: str) -> str | None:
+        return parse_dockerfile(text).workdir
+
+    assert workdir("FROM a\n") is None  # the task then uses /app
+    assert workdir("FROM a\nWORKDIR /x\nWORKDIR y/../z\n") == "/x/z"
+    assert workdir("FROM a AS build\nWORKDIR /build\nFROM b\n") is None  # last stage counts
+    assert workdir("FROM a\nENV ROOT=/opt \\\n    OTHER=1\nWORKDIR $ROOT/app\n") == "/opt/app"
+    assert workdir("from a\nworkdir /lower\n") == "/lower"
+    assert workdir('FROM a\nWORKDIR "/quoted dir"\n') == "/quoted dir"
 
 
 def test_load_tasks(tmp_path):

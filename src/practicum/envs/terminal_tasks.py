@@ -5,8 +5,8 @@ A task is a folder::
     <name>/
       instruction.md             what the agent must do (it becomes the user message)
       task.toml                  Harbor's config: [agent] [verifier] [environment] [solution] [metadata]
-      environment/               files that seed the workspace
-        Dockerfile               optional; only its WORKDIR is read (default /app); it is never built
+      environment/               the build context (without a Dockerfile: files that seed the workspace)
+        Dockerfile               optional; built into the task's image (practicum.envs.images)
         .practicum-setup.sh      optional, Practicum's extension: prepares the workspace once at reset
       solution/solve.sh          reference solution, run with bash in the workspace
       tests/test.sh              the verifier: copied to /tests after the agent is done; writes the reward
@@ -14,16 +14,15 @@ A task is a folder::
 This module reads and checks folders; it runs nothing. The contract with the environment that
 runs a task (``practicum.envs.terminal``), which :func:`check_task` checks statically:
 
-1. **Reset.** Every file of ``environment/`` except ``Dockerfile``, ``docker-compose.y(a)ml`` and
-   ``.practicum-setup.sh`` is copied to the workspace, which appears at :attr:`TerminalTask.workdir`
-   (task.toml's ``[environment] workdir``, else the Dockerfile's last ``WORKDIR``, else ``/app``).
-   If ``environment/.practicum-setup.sh``
-   exists it runs once with ``bash``, working directory = workdir, without network, before the
-   agent starts; it is not copied into the workspace. It is how a task ships state that plain
-   files cannot carry: git history (branches to merge, commits to revert), file modes, generated
-   data. Then, unless the workspace already is a git repository (the setup script made one, with
-   its own history), the environment runs ``git init`` and commits everything: that commit is
-   the baseline of the episode's final ``git diff``.
+1. **Reset.** With ``environment/Dockerfile``, the episode runs in the task's image (its
+   ``COPY``/``ADD``/``RUN`` lines executed once at build time; :mod:`practicum.envs.images`), as root
+   in a writable root filesystem. Without one, every file of ``environment/`` except
+   ``docker-compose.y(a)ml`` and ``.practicum-setup.sh`` is copied to the workspace, which then
+   becomes a git repository (unless the setup script made one) whose commit is the baseline of
+   the episode's final ``git diff``. The workspace is :attr:`TerminalTask.workdir` (task.toml's
+   ``[environment] workdir``, else the Dockerfile's last ``WORKDIR``, else ``/app``). If
+   ``environment/.practicum-setup.sh`` exists it runs once with ``bash``, working directory =
+   workdir, without network, before the agent starts; it is not copied into the workspace.
 2. **Agent.** The agent works in the workspace within ``[agent] timeout_sec``.
 3. **Verifier.** ``/tests`` and ``/logs/verifier`` are emptied (so a planted reward or helper is
    gone), ``tests/`` is copied to ``/tests``, and ``bash /tests/test.sh`` runs with working
@@ -33,12 +32,11 @@ runs a task (``practicum.envs.terminal``), which :func:`check_task` checks stati
    components), or named rewards without ``"reward"`` (the reward is their mean; each is a
    component). :func:`parse_reward` reads it (:func:`read_reward` from a folder). Rewards lie in [0, 1].
 
-Differences from Harbor (docs/terminal-tasks.md has the full list): the Dockerfile is not built,
-so a task runs unchanged only where it needs nothing beyond the shared environment (python3,
-pytest, git, coreutils, bash, sed/awk/grep, make, gcc); ``environment/`` is copied to the
-workdir as a whole instead of through the Dockerfile's COPY lines; there is never network, so
-``allow_internet`` is not honoured; GPUs, prebuilt images, compose services and multi-step
-tasks are not supported, and :func:`check_task` says so; ``.practicum-setup.sh`` is ours.
+Differences from Harbor (docs/terminal-tasks.md has the full list): images are built over this
+machine's root filesystem, not pulled ``FROM`` their base; the verifier's bootstrap is served
+offline; there is never network for the agent or the verifier, so ``allow_internet`` is not
+honoured; GPUs, compose services and multi-step tasks are not supported, and
+:func:`check_task` says so; ``.practicum-setup.sh`` is ours.
 
 Every field of Harbor's task.toml up to schema 1.4 is accepted (typed and validated here),
 deprecated spellings included (``version``, ``memory``/``storage`` size strings); the ones
@@ -51,6 +49,7 @@ installs Practicum serves offline.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -63,6 +62,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from practicum.envs.dockerfile import Copy, ImageRecipe, parse_dockerfile
 from practicum.errors import TaskError, VerifierFailure
 from practicum.records import Message, Score, Task
 
@@ -493,77 +493,6 @@ def _unit(value: float, source: str) -> float:
     return value
 
 
-def read_workdir(dockerfile_text: str) -> tuple[str, list[str]]:
-    """The final stage's WORKDIR of a Dockerfile (default /app) and what stopped it being read.
-
-    Relative WORKDIRs join the previous one; ``$VAR`` and ``${VAR}`` resolve from earlier ARG and
-    ENV defaults. Nothing else of the Dockerfile is interpreted.
-    """
-    workdir: str | None = None
-    variables: dict[str, str] = {}
-    complaints: list[str] = []
-    for lineno, line in _dockerfile_lines(dockerfile_text):
-        word, _, rest = line.partition(" ")
-        word, rest = word.upper(), rest.strip()
-        if word == "FROM":
-            workdir = None  # a new stage starts from its base image's working directory
-        elif word in ("ARG", "ENV"):
-            for key, value in _assignments(rest, word):
-                variables[key] = _substitute(value, variables)[0]
-        elif word == "WORKDIR":
-            value, missing = _substitute(rest.strip("\"'"), variables)
-            if missing:
-                complaints.append(f"line {lineno}: WORKDIR uses {', '.join(sorted(missing))}, which no earlier ARG or ENV sets")
-                continue
-            workdir = posixpath.normpath(posixpath.join(workdir or "/", value))
-    return workdir or DEFAULT_WORKDIR, complaints
-
-
-def _dockerfile_lines(text: str) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    buf, start = "", 0
-    for i, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not buf and (not s or s.startswith("#")):
-            continue
-        if not buf:
-            start = i
-        if s.endswith("\\"):
-            buf += s[:-1] + " "
-            continue
-        buf += s
-        out.append((start, buf.strip()))
-        buf = ""
-    if buf.strip():
-        out.append((start, buf.strip()))
-    return out
-
-
-def _assignments(rest: str, word: str) -> list[tuple[str, str]]:
-    if "=" not in rest.split(" ", 1)[0]:
-        if word == "ENV" and " " in rest:  # legacy form: ENV KEY value with spaces
-            k, v = rest.split(" ", 1)
-            return [(k, v.strip().strip("\"'"))]
-        return [] if word == "ENV" else [(rest, "")]
-    pairs = []
-    for tok in re.findall(r'(\w+)=("[^"]*"|\'[^\']*\'|\S*)', rest):
-        pairs.append((tok[0], tok[1].strip("\"'")))
-    return pairs
-
-
-def _substitute(value: str, variables: dict[str, str]) -> tuple[str, set[str]]:
-    missing: set[str] = set()
-
-    def repl(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        if name in variables and variables[name] != "":
-            return variables[name]
-        missing.add(name)
-        return m.group(0)
-
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", repl, value), missing
-
-
 # --- checking ------------------------------------------------------------------------------------
 
 # Commands that fetch from a network the sandbox does not have, by their first words. Package
@@ -643,9 +572,17 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         env_files = [f for f in files if f not in NOT_SEEDED]
         if "Dockerfile" in files:
             dockerfile = env_dir / "Dockerfile"
-            workdir, complaints = read_workdir(dockerfile.read_text(encoding="utf-8", errors="replace"))
-            for c in complaints:
-                err(dockerfile, c)
+            try:
+                recipe = parse_dockerfile(dockerfile.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as e:
+                err(dockerfile, f"unreadable: {e}")
+                recipe = None
+            if recipe is not None:
+                workdir = recipe.workdir or DEFAULT_WORKDIR
+                for p in recipe.problems:
+                    err(dockerfile, str(p))
+                for c in _missing_copy_sources(recipe, env_dir):
+                    err(dockerfile, c)
             if not workdir.startswith("/") or workdir == "/":
                 err(dockerfile, f"WORKDIR {workdir!r}: the workspace needs an absolute folder other than /")
             elif any(workdir == r or workdir.startswith(r + "/") for r in RESERVED_DIRS):
@@ -726,6 +663,19 @@ def _check_spec(spec: TaskSpec, tp: Path, err: Any, warn: Any) -> None:
                  "sandbox after the agent, with tests/ copied to /tests")
     if spec.verifier.collect:
         warn(tp, "[[verifier.collect]] hooks are not run (artifacts are not collected)")
+
+
+def _missing_copy_sources(recipe: ImageRecipe, context: Path) -> list[str]:
+    """COPY/ADD sources that are not in the build context (the build would fail on them)."""
+    out = []
+    for step in recipe.steps:
+        if isinstance(step, Copy):
+            for src in step.sources:
+                rel = src.lstrip("/") or "."
+                found = glob.glob(rel, root_dir=context) if any(c in rel for c in "*?[") else os.path.lexists(context / rel)
+                if not found:
+                    out.append(f"line {step.line}: COPY source {src!r} is not in environment/ (the build context)")
+    return out
 
 
 def _field_message(problem: Any) -> str:
