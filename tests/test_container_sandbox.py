@@ -177,3 +177,21 @@ def test_hostile_programs_are_contained_in_container_mode(name, monkeypatch):
         assert r.status in ("memory", "killed") or "MemoryError" in r.stderr
     if name == "output_flood.py":
         assert r.truncated and len(r.stdout) <= limits.output_bytes
+
+
+def test_what_only_the_hosts_root_may_read_stays_hidden():
+    """The idmapped view would make root-only host files readable by the sandbox's root: shadow
+    hashes are blanked and private files hidden, while apt's and dpkg's state stays usable."""
+    from practicum.sandbox.container import host_mask
+
+    mask = host_mask()
+    assert ("etc", "shadow", "sanitize") in mask  # Debian's /etc/shadow is root-only (0640)
+    hidden = [f"/{top}/{rel}" for top, rel, how in mask if how == "hide"]
+    out, err, code = run("cut -d: -f2 /etc/shadow | sort -u; " +
+                         "".join(f"test -e {p} && echo VISIBLE {p}; " for p in hidden) +
+                         "useradd -m bob && id -u bob; dpkg-query -W -f='${Status}\\n' bash")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "*", out  # the hash field of every entry is blanked
+    assert not [ln for ln in lines if ln.startswith("VISIBLE")], out
+    assert lines[-1] == "install ok installed" and lines[-2].isdigit()

@@ -55,7 +55,7 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"

@@ -24,9 +24,10 @@ identity and the capability set differ (``container_stage.py`` assembles the roo
 * resources: the same per-execution limits, cgroups and kill-everything-after-each-execution as
   the default mode.
 
-Not isolated beyond the default mode: the kernel; files of the machine's ``/usr``, ``/etc`` and
-``/var`` that the host's root can read are readable by the sandbox's root (they are the same
-files every container of this image would hold). The verifier runs in the state the agent left,
+Not isolated beyond the default mode: the kernel; the machine's ``/usr``, ``/etc`` and ``/var``
+are shown as an image would hold them, but what in ``/etc`` and ``/var`` only the host's root may
+read is hidden (private keys, a database's files) or blanked (the password hashes of
+``/etc/shadow``), see :func:`host_mask`; ``/usr`` is shown as it is. The verifier runs in the state the agent left,
 as in Harbor: a root agent can change the tools the verifier will use (the verifier toolchain
 is a read-only mount and comes first in the verifier's PATH, which narrows but does not close
 this).
@@ -34,8 +35,10 @@ this).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -52,6 +55,37 @@ DOCKER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP
                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INODES_PER_MB = 64  # inode cap of the writable layer: 16k inodes for 256 MiB
+
+
+SANITIZED = ("shadow", "shadow-", "gshadow", "gshadow-")
+LOCKS = ("lock", "lock-frontend", "Lock", ".pwd.lock")
+
+
+@functools.cache
+def host_mask(tops: tuple[str, ...] = ("etc", "var")) -> tuple[tuple[str, str, str], ...]:
+    """What of the machine's folders only the host's root may read: ``(top, path, how)`` with
+    ``how`` = ``sanitize`` (shadow files: kept, hashes blanked) or ``hide``. Lock files are left
+    (apt and dpkg need them; they hold nothing)."""
+    out: list[tuple[str, str, str]] = []
+    for top in tops:
+        for dirpath, dirnames, filenames in os.walk(f"/{top}"):
+            keep = []
+            for name in [*dirnames, *filenames]:
+                p = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(p)
+                except OSError:
+                    continue
+                if stat.S_ISLNK(st.st_mode) or name in LOCKS:
+                    continue
+                readable = st.st_mode & (0o005 if stat.S_ISDIR(st.st_mode) else 0o004)
+                rel = os.path.relpath(p, f"/{top}")
+                if not readable:
+                    out.append((top, rel, "sanitize" if top == "etc" and rel in SANITIZED else "hide"))
+                elif name in dirnames:
+                    keep.append(name)
+            dirnames[:] = keep
+    return tuple(out)
 
 
 def seccomp_policy(default_policy: str) -> str:
@@ -96,7 +130,8 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
         if not os.path.isdir(layer):
             raise SandboxError(f"image layer {layer} does not exist")
     stage = {"uid_base": ROOT_BASE, "uid_count": ID_COUNT, "tops": list(TOPS), "layers": list(spec.layers),
-             "upper": spec.upper, "workdir": options.workdir, "upper_mb": limits.workspace_mb, "inodes": max(4096, limits.workspace_mb * INODES_PER_MB)}
+             "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()],
+             "upper_mb": limits.workspace_mb, "inodes": max(4096, limits.workspace_mb * INODES_PER_MB)}
     args = [nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "--chroot", "/run/practicum/root", "--rw",
             "-D", options.workdir, "-u", f"0:{ROOT_BASE}:{ID_COUNT}", "-g", f"0:{ROOT_BASE}:{ID_COUNT}"]
     for cap in DOCKER_CAPS:

@@ -125,6 +125,43 @@ def skeleton(path: str, tops: list[str], base: int) -> None:
             os.chown(f"{path}/root/.{dot}", base, base)
 
 
+def mask(entries: list[list[str]], layers: list[str], rw: str, base: int) -> None:
+    """Hide what only the host's root may read in the machine's folders (``/etc/shadow``'s
+    hashes, private keys, a database's files): the idmapped view would show it to the sandbox's
+    root. ``sanitize`` keeps a file with its second field blanked (``/etc/shadow`` must exist for
+    ``useradd``); ``hide`` puts a whiteout over it. Entries an image layer already replaced are
+    left to the layer."""
+    for top, rel, kind in entries:
+        if any(os.path.lexists(f"{layer}/upper/{top}/{rel}") for layer in layers):
+            continue
+        host, target = f"/{top}/{rel}", f"{rw}/upper/{top}/{rel}"
+        if os.path.lexists(target):
+            continue
+        parts = rel.split("/")[:-1]
+        for i in range(len(parts)):  # parents mirror the host's folders, as the sandbox sees them
+            sub = "/".join(parts[: i + 1])
+            up = f"{rw}/upper/{top}/{sub}"
+            if not os.path.isdir(up):
+                st = os.stat(f"/{top}/{sub}")
+                os.mkdir(up)
+                os.chown(up, base + st.st_uid, base + st.st_gid)
+                os.chmod(up, st.st_mode & 0o7777)
+        try:
+            st = os.lstat(host)
+        except OSError:
+            continue
+        if kind == "sanitize":
+            with open(host) as f:
+                lines = [ln.split(":") for ln in f.read().splitlines()]
+            text = "".join(":".join([x[0], "*", *x[2:]]) + "\n" if len(x) > 2 else ":".join(x) + "\n" for x in lines)
+            with open(target, "w") as f:
+                f.write(text)
+            os.chown(target, base + st.st_uid, base + st.st_gid)
+            os.chmod(target, st.st_mode & 0o7777)
+        else:
+            os.mknod(target, 0o020000, os.makedev(0, 0))  # an overlay whiteout
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     argv = sys.argv[sys.argv.index("--") + 1:]
@@ -147,6 +184,7 @@ def main() -> None:
     for name in ["_root", *tops]:
         _mkdir(f"{rw}/upper/{name}", base, 0o755)
         os.makedirs(f"{rw}/work/{name}", exist_ok=True)
+    mask(config.get("mask", []), layers, rw, base)
     lowers = [f"{layer}/upper/_root" for layer in layers if os.path.isdir(f"{layer}/upper/_root")]
     mount("overlay", root, "overlay", 0,
           f"lowerdir={':'.join([*lowers, f'{RUN}/skel'])},upperdir={rw}/upper/_root,workdir={rw}/work/_root")
