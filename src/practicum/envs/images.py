@@ -131,6 +131,7 @@ def _locked(path: Path):
 
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
 _BUILDS: dict[str, asyncio.Lock] = {}
+_FAILED: dict[str, str] = {}  # image key -> why its build failed (in this process)
 
 
 def image_key(dockerfile: Path) -> str:
@@ -165,10 +166,15 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
     if (final / "complete").exists():
         return Image(key, final, recipe.workdir, env, recipe.base, notes)
     async with _BUILDS.setdefault(key, asyncio.Lock()):  # one build per image in this process
+        if key in _FAILED:  # a failed build is not retried by the same process
+            raise ImageBuildError(_FAILED[key])
         lock = await asyncio.to_thread(_acquire, root / f"{key}.lock")  # ... and across processes
         try:
             if not (final / "complete").exists():
                 await _build(recipe, dockerfile.parent, root, key, sandbox, timeout_s, log)
+        except ImageBuildError as e:
+            _FAILED[key] = str(e)
+            raise
         finally:
             _release(lock)
     return Image(key, final, recipe.workdir, env, recipe.base, notes)
@@ -254,10 +260,11 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
             if isinstance(step, MakeDir):
                 argv, what = ["mkdir", "-p", step.path], f"WORKDIR {step.path}"
             elif isinstance(step, Copy):
-                argv, what = ["/bin/sh", "-c", _copy_script(step, staged / "c")], f"{'ADD' if step.unpack else 'COPY'} (line {step.line})"
+                argv = ["/bin/sh", "-c", _copy_script(step, staged / "c")]
+                what = f"{'ADD' if step.unpack else 'COPY'} {' '.join(step.sources)} {step.dest}"
             else:
                 assert isinstance(step, Run)
-                argv, what = list(step.argv), f"RUN {step.text[:200]} (line {step.line})"
+                argv, what = list(step.argv), f"RUN {step.text[:200]}"
             cwd = "/" if isinstance(step, MakeDir) else step.context.workdir
             wrapped = ["/bin/sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", cwd, *argv]
             if log is not None:
@@ -265,8 +272,8 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
             r = await session.exec(wrapped, env=env, timeout_s=timeout_s)
             if not r.ok:
                 tail = "\n".join((r.stdout + r.stderr).rstrip().splitlines()[-15:])
-                why = r.detail or f"exit {r.exit_code}"
-                raise ImageBuildError(f"Dockerfile line {step.line}: {what} failed ({r.status}, {why}):\n{tail}")
+                why = f"exit {r.exit_code}" if r.status == "ok" else f"{r.status}: {r.detail}"
+                raise ImageBuildError(f"Dockerfile line {step.line}: {what} failed ({why}):\n{tail}")
     finally:
         await session.close()
         shutil.rmtree(staged, ignore_errors=True)

@@ -320,8 +320,10 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
     try:
         try:
             await env.reset(task)
-        except EnvironmentFailure as e:  # the task's own set-up failed: the check reports it
-            return ReferenceRun(Score(value=0.0, explanation=f"set-up failed: {e}"), "setup", _tail(str(e)))
+        except EnvironmentFailure as e:  # the task's own image or set-up failed: the check reports it
+            if isinstance(e.__cause__, ImageBuildError):
+                return ReferenceRun(Score(value=0.0, explanation="the image build failed"), "build", _tail(str(e.__cause__)))
+            return ReferenceRun(Score(value=0.0, explanation="set-up failed"), "setup", _tail(str(e)))
         folder = env.folder
         assert folder is not None
         if solve:
