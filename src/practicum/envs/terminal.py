@@ -252,6 +252,8 @@ class TerminalEnv(ToolEnvironment):
                             f"GIT_INDEX_FILE={idx} {self.git} add -A >/dev/null 2>&1; "
                             f"GIT_INDEX_FILE={idx} {self.git} diff --cached {self.baseline} --; rm -f {idx}", timeout_s=60)
         self.extra_info = {"git_diff": diff.stdout[:DIFF_CHARS], "end": reason}
+        if self.image is not None:  # which image, and how its FROM was mapped
+            self.extra_info["image"] = {"key": self.image.key, "base": self.image.base, "notes": list(self.image.notes)}
         await s.exec(["mkdir", "-p", *VERIFIER_DIRS])
         await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
         await self._copy_in(t.path / "tests", t.test_files, "/tests")
