@@ -28,6 +28,7 @@ import pytest
 
 from practicum.errors import SandboxError
 from practicum.sandbox import ExecResult, Limits, SandboxPool, forkserver, get_sandbox
+from practicum.sandbox.jail import Jail
 from practicum.sandbox.namespaced import NsjailSandbox, NsjailSession, kill_sandbox_pid
 
 REPO = Path(__file__).resolve().parents[1]
@@ -619,6 +620,6 @@ def test_an_interpreter_under_tmp_is_refused_with_the_reason(monkeypatch):
     backend says so instead of failing with nsjail's 'Launching child process failed'."""
     from practicum.sandbox import namespaced
 
-    monkeypatch.setattr(NsjailSandbox, "python_paths", lambda self: ["/tmp/clone/.venv"])
+    monkeypatch.setattr(Jail, "python_paths", lambda self: ["/tmp/clone/.venv"])
     ok, why = namespaced._available.__wrapped__()  # the cached answer is for the real interpreter
     assert not ok and "lives under /tmp (/tmp/clone/.venv)" in why

@@ -40,16 +40,15 @@ import json
 import os
 import stat
 import sys
-from pathlib import Path
 
 from practicum.errors import SandboxError
+from practicum.sandbox import shipped
 from practicum.sandbox.base import Limits, SessionOptions
 
 ROOT_BASE = 0x5C000000  # host uid/gid of the container's root; ROOT_BASE + k for uid k inside
 ID_COUNT = 65536
 TOPS = ("usr", "etc", "var")  # machine folders shown copy-on-write (the rest of / is the image's)
 SERVER_INSIDE = "/opt/practicum/forkserver.py"
-STAGE = Path(__file__).with_name("container_stage.py")
 DOCKER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE")
@@ -163,5 +162,5 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
     for k, v in server_env(options).items():
         args += ["-E", f"{k}={v}"]
     args += ["--", *argv]
-    return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S", str(STAGE),
+    return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S", shipped.path("practicum.sandbox.container_stage"),
             json.dumps(stage), "--", *args]

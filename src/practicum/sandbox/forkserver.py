@@ -220,7 +220,7 @@ def _wipe_fd(fd: int) -> None:
 
 
 # --- the server ---------------------------------------------------------------------------------
-class _Capture:
+class Capture:
     """Keeps the first ``cap`` bytes of a stream and a short tail; counts the rest."""
 
     def __init__(self, cap: int) -> None:
@@ -233,8 +233,13 @@ class _Capture:
             self.head += data[:room]
         self.tail = (self.tail + data)[-512:]
 
+    def memory_error(self) -> bool:
+        """Whether the stream's last line starts with ``MemoryError`` (Python's out-of-memory report)."""
+        return self.tail.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
 
-def _limits(lim: dict) -> list[tuple[int, int, int]]:
+
+def rlimits(lim: dict) -> list[tuple[int, int, int]]:
+    """The per-execution rlimits ``(resource, soft, hard)`` for a ``Limits`` as a dict."""
     import resource
 
     mb = 1 << 20
@@ -274,7 +279,7 @@ class Server:
             os.setresuid(self.uid, self.uid, self.uid)  # drops every capability of the server
             import resource
 
-            for which, soft, hard in _limits(req["limits"]):
+            for which, soft, hard in rlimits(req["limits"]):
                 _, cur_hard = resource.getrlimit(which)  # never above what the sandbox was given
                 if cur_hard != resource.RLIM_INFINITY:
                     soft, hard = min(soft, cur_hard), min(hard, cur_hard)
@@ -372,7 +377,7 @@ class Server:
         os.close(ep_r)
 
         pidfd = os.pidfd_open(pid)
-        caps = {out_r: _Capture(cap), err_r: _Capture(cap)}
+        caps = {out_r: Capture(cap), err_r: Capture(cap)}
         poller = select.poll()
         for fd in caps:
             poller.register(fd, select.POLLIN)
@@ -435,7 +440,7 @@ class Server:
             "exec_error": exec_error.decode(errors="replace"),
             "truncated": out.total > cap or err.total > cap,
             "stdout_len": len(out.head),
-            "memory_error": err.tail.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError"),
+            "memory_error": err.memory_error(),
         }, bytes(out.head) + bytes(err.head)
 
     def _kill_all_but_status(self, pid: int) -> None:

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
 from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
-from practicum.sandbox.namespaced import _close_transport, result_from
+from practicum.sandbox.hostproc import close_transport
+from practicum.sandbox.results import RunReport, exec_result
 
 NOT_ISOLATED = ("the 'local' sandbox is NOT isolated: programs run as this user with full access to the "
                 "machine's files, network and processes (limits only); use it only for trusted code")
@@ -43,7 +44,7 @@ def _rlimits(limits: Limits) -> Callable[[], None]:
     child to call before exec. Everything is computed here, in the parent: the child only makes
     system calls (no import, no lock that another thread of the host might hold at fork time)."""
     pairs = []
-    for which, soft, hard in forkserver._limits(limits.__dict__):
+    for which, soft, hard in forkserver.rlimits(limits.__dict__):
         if which == resource.RLIMIT_NPROC and os.geteuid() == 0:
             continue  # not enforced for root, and it would count every root process of the machine
         _, cur = resource.getrlimit(which)
@@ -138,9 +139,9 @@ class LocalSession(SandboxSession):
                               duration_s=time.monotonic() - started, detail=f"could not start: {argv[0]}: {e.strerror}")
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._groups.add(proc.pid)  # start_new_session: its pid is its process group
-        caps = [forkserver._Capture(limits.output_bytes), forkserver._Capture(limits.output_bytes)]
+        caps = [forkserver.Capture(limits.output_bytes), forkserver.Capture(limits.output_bytes)]
 
-        async def pump(stream: asyncio.StreamReader, cap: forkserver._Capture) -> None:
+        async def pump(stream: asyncio.StreamReader, cap: forkserver.Capture) -> None:
             while chunk := await stream.read(1 << 16):
                 cap.add(chunk)
 
@@ -166,16 +167,15 @@ class LocalSession(SandboxSession):
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 2.0)
         for t in tasks:
             t.cancel()
-        _close_transport(proc)
+        close_transport(proc)
         code = proc.returncode
-        head = {"exit_code": code if code is not None and code >= 0 else None,
-                "signal": -code if code is not None and code < 0 else None,
-                "timed_out": timed_out, "duration": duration, "exec_error": "",
-                "truncated": caps[0].total > limits.output_bytes or caps[1].total > limits.output_bytes,
-                "stdout_len": len(caps[0].head),
-                "memory_error": caps[1].tail.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")}
-
-        return result_from(head, bytes(caps[0].head) + bytes(caps[1].head), limits, timeout, False)
+        report = RunReport(exit_code=code if code is not None and code >= 0 else None,
+                           signal=-code if code is not None and code < 0 else None,
+                           timed_out=timed_out, duration_s=duration, stdout=bytes(caps[0].head),
+                           stderr=bytes(caps[1].head),
+                           truncated=caps[0].total > limits.output_bytes or caps[1].total > limits.output_bytes,
+                           memory_error=caps[1].memory_error())
+        return exec_result(report, limits, timeout)
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
         return await self.exec([self.sandbox.python, "-s", "-c", code], stdin=stdin, timeout_s=timeout_s)

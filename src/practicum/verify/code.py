@@ -46,14 +46,13 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from practicum.errors import SandboxError, VerifierFailure
 from practicum.records import Score
+from practicum.sandbox import shipped
 from practicum.sandbox.base import ExecResult, Limits, SandboxSession
 from practicum.verify import codec
 from practicum.verify.flags import FLAGS, behaviour_flags, static_flags
@@ -138,15 +137,9 @@ class Verdict:
         }
 
 
-@cache
 def sandbox_script(name: str) -> str:
-    """codec.py + ``name``.py as one standalone program (lines marked host-only dropped)."""
-    pkg = resources.files("practicum.verify")
-    parts = []
-    for mod in ("codec", name):
-        text = (pkg / f"{mod}.py").read_text()
-        parts.append("\n".join(line for line in text.splitlines() if not line.rstrip().endswith("# host-only")))
-    return "\n\n".join(parts) + "\n\nmain()\n"
+    """codec.py + ``name``.py as one standalone program (see :mod:`practicum.sandbox.shipped`)."""
+    return shipped.script("practicum.verify.codec", f"practicum.verify.{name}")
 
 
 def _compiles(source: str) -> bool:
