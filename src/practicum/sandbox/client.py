@@ -46,6 +46,18 @@ def _finalize(proc: asyncio.subprocess.Process, cgroups: SessionCgroups | None) 
 
 
 
+def _inner_pid(pid: int) -> int | None:
+    """The pid of host process ``pid`` in its innermost PID namespace."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class NsjailSession(SandboxSession):
     """One sandbox (one nsjail, one fork server, one private workspace). See the module docstring."""
 
@@ -63,6 +75,7 @@ class NsjailSession(SandboxSession):
         self._finalizer: weakref.finalize | None = None
         self._server_pid: int | None = None
         self.server_host_uid = self.exec_host_uid = -1
+        self._zygote: int | None = None  # pid of the server's zygote inside the sandbox's PID namespace
 
     # -- lifecycle --
     async def start(self, timeout_s: float = 30.0) -> None:
@@ -97,6 +110,7 @@ class NsjailSession(SandboxSession):
         if not frame[0].get("ready"):
             await self.close()
             raise SandboxError(f"the sandbox did not start: unexpected greeting {frame[0]!r}")
+        self._zygote = frame[0].get("zygote")
         self._server_pid = self.server_pid()
 
     @property
@@ -138,7 +152,8 @@ class NsjailSession(SandboxSession):
             for e in os.scandir("/proc"):
                 if e.name.isdigit() and int(e.name) != server:
                     with contextlib.suppress(OSError):
-                        if os.readlink(f"/proc/{e.name}/ns/pid") == ns and real_uid(int(e.name)) is not None:
+                        if (os.readlink(f"/proc/{e.name}/ns/pid") == ns and real_uid(int(e.name)) is not None
+                                and _inner_pid(int(e.name)) != self._zygote):
                             found.add(int(e.name))
             return found
         if self.exec_host_uid < 0:
@@ -223,19 +238,22 @@ class NsjailSession(SandboxSession):
         if not argv:
             raise SandboxError("empty command")
         env = {str(k): str(v) for k, v in (env or {}).items()}
-        return await self._run({"mode": "exec", "argv": argv, "env": env}, stdin, timeout_s)
+        return await self._run({"mode": "exec", "argv": argv, "env": env}, b"", stdin, timeout_s)
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
-        return await self._run({"mode": "python", "code": code, "env": {}}, stdin, timeout_s)
+        return await self._run({"mode": "python", "env": {}}, code.encode("utf-8", errors="surrogateescape"),
+                               stdin, timeout_s)
 
-    async def _run(self, req: dict, stdin: bytes | str | None, timeout_s: float | None) -> ExecResult:
+    async def _run(self, req: dict, code: bytes, stdin: bytes | str | None, timeout_s: float | None) -> ExecResult:
         timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
         data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-        req = {"op": "exec", **req, "timeout": timeout, "limits": dataclasses.asdict(self.limits)}
+        # the source travels in the blob, not the header: the server forwards it to the new
+        # process and wipes its buffer (a JSON string could not be wiped)
+        req = {"op": "exec", **req, "code_len": len(code), "timeout": timeout, "limits": dataclasses.asdict(self.limits)}
         started = time.monotonic()
         async with self._lock:
             try:
-                head, blob = await self._call(req, data, timeout + GRACE_S)
+                head, blob = await self._call(req, code + data, timeout + GRACE_S)
             except ConnectionError as e:
                 oom = self._cgroups is not None and self._cgroups.oom_kills() > self._oom_seen
                 return ExecResult(status="memory" if oom else "error", exit_code=None, stdout="", stderr="",
@@ -245,6 +263,7 @@ class NsjailSession(SandboxSession):
             if self._cgroups is not None:
                 kills = self._cgroups.oom_kills()
                 oom, self._oom_seen = kills > self._oom_seen, kills
+            self._zygote = head.get("zygote", self._zygote)
         return exec_result(RunReport.from_wire(head, blob, oom), self.limits, timeout)
 
     async def write_file(self, path: str, data: bytes | str) -> None:

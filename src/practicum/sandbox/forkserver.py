@@ -45,6 +45,7 @@ import errno
 import json
 import os
 import signal
+import socket
 import stat
 import struct
 import sys
@@ -60,6 +61,12 @@ def encode_frame(header: dict, blob: bytes = b"") -> bytes:
     return _HEADER.pack(len(data), len(blob)) + data + blob
 
 
+def frame_buffer(header: dict, blob: bytes | bytearray | memoryview) -> bytearray:
+    """A whole frame in a bytearray, which the caller can wipe once it is sent."""
+    data = json.dumps(header, separators=(",", ":")).encode()
+    return bytearray(_HEADER.pack(len(data), len(blob))) + data + blob
+
+
 def send_frame(fd: int, header: dict, blob: bytes = b"") -> None:
     view = memoryview(encode_frame(header, blob))
     while view:
@@ -67,29 +74,30 @@ def send_frame(fd: int, header: dict, blob: bytes = b"") -> None:
         view = view[n:]
 
 
-def _read_exact(fd: int, n: int) -> bytes | None:
-    chunks = []
-    while n:
-        chunk = os.read(fd, min(n, 1 << 20))
-        if not chunk:
+def _read_exact(fd: int, n: int) -> bytearray | None:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = os.readv(fd, [view[got:got + (1 << 20)]])
+        if not k:
             return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
-def recv_frame(fd: int) -> tuple[dict, bytes] | None:
+def recv_frame(fd: int, mutable: bool = False) -> tuple[dict, bytes | bytearray] | None:
+    """One frame; ``mutable``: the blob as a bytearray (which the caller may wipe)."""
     head = _read_exact(fd, _HEADER.size)
     if head is None:
         return None
     jlen, blen = _HEADER.unpack(head)
     if jlen > MAX_FRAME or blen > MAX_FRAME:
         raise ValueError("frame too large")
-    data = _read_exact(fd, jlen) if jlen else b""
-    blob = _read_exact(fd, blen) if blen else b""
+    data = _read_exact(fd, jlen) if jlen else bytearray()
+    blob = _read_exact(fd, blen) if blen else bytearray()
     if data is None or blob is None:
         return None
-    return json.loads(data), blob
+    return json.loads(data), (blob if mutable else bytes(blob))
 
 
 # --- safe paths (host and server) ---------------------------------------------------------------
@@ -254,44 +262,145 @@ def rlimits(lim: dict) -> list[tuple[int, int, int]]:
     ]
 
 
-class Server:
+class Zygote:
+    """The server's handle on its zygote: a separate interpreter, started by ``execve`` (so its
+    memory holds nothing of the server's), that imports the preloaded modules once and then only
+    forks. It never receives a request: the server sends it the descriptors of one execution
+    (over a socketpair), it forks, and the new process reads its request from its own pipe.
+    Every execution is thus forked from a process that has never held another execution's data."""
+
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+        self.ready = False
+
+    def start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:  # nothing of the server's but the socket and stderr survives the exec
+                null = os.open("/dev/null", os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                fd = child.fileno()
+                os.dup2(fd, 3)
+                os.closerange(4, 1 << 16)
+                os.execv(sys.executable, [sys.executable, "-s", "-B", os.path.abspath(__file__), ZYGOTE_FLAG,
+                                          json.dumps(self.config)])
+            finally:
+                os._exit(126)
+        child.close()
+        self.pid, self.sock, self.ready = pid, parent, False
+
+    def wait_ready(self) -> None:
+        """Wait until it has imported the preloaded modules (raises OSError if it died)."""
+        if not self.ready and self.sock is not None:
+            if self.sock.recv(16) != b"ready":
+                raise ConnectionError("the zygote did not start")
+            self.ready = True
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        self.pid = self.sock = None
+
+    def spawn(self, fds: list[int]) -> int:
+        """A new process that will read its request from ``fds[0]``; its pid (a child of the
+        server: the zygote double-forks, so it is re-parented to PID 1). -1 if fork failed."""
+        for _attempt in range(2):
+            if self.sock is None:
+                self.start()
+            assert self.sock is not None
+            try:
+                self.wait_ready()
+                socket.send_fds(self.sock, [b"spawn"], fds)
+                answer = self.sock.recv(16)
+                if len(answer) == 4:
+                    return struct.unpack("!i", answer)[0]
+            except OSError:
+                pass
+            self.stop()  # it died (or was killed by a program): a fresh one is clean by construction
+        return -1
+
+
+ZYGOTE_FLAG = "--zygote"
+
+
+def zygote_main(config: dict) -> None:
+    """The zygote's loop (see :class:`Zygote`). Descriptor 3 is its socket to the server."""
+    _die_with_parent()
+    if config.get("nondumpable"):
+        _set_nondumpable()
+    for name in config.get("preload", []):
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+    sock = socket.socket(fileno=3)
+    sock.send(b"ready")
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 8)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)
+        r, w = os.pipe()
+        try:
+            mid = os.fork()
+        except OSError:
+            mid = -1
+        if mid == 0:
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    os.close(r)
+                    os.close(w)
+                    sock.close()
+                    Child(config).run(fds)
+                os.write(w, struct.pack("!i", pid))
+            finally:
+                os._exit(0)
+        os.close(w)
+        for fd in fds:
+            os.close(fd)
+        answer = _read_until_eof(r) if mid > 0 else b""
+        os.close(r)
+        if mid > 0:
+            os.waitpid(mid, 0)  # once it is gone, the new process is a child of PID 1
+        sock.send(answer if len(answer) == 4 else struct.pack("!i", -1))
+
+
+class Child:
+    """One execution's process, forked from the zygote (never returns)."""
+
     def __init__(self, config: dict) -> None:
         self.uid, self.gid = config["exec_uid"], config["exec_gid"]
         self.workspace = config["workspace"]
-        self.roots = list(config.get("roots") or [self.workspace])  # what the file operations may reach
-        self.scratch = list(config.get("scratch") or [])  # further writable folders, emptied by reset
         self.env = config["env"]
-        self.inp, self.out = 0, 1
-        self._last_status: int | None = None
 
-    # -- child side (never returns) --
-    def _child(self, req: dict, fds: tuple[int, int, int], errpipe: int) -> None:
-        """Set up a forked child and run the request in it. ``errpipe`` (close-on-exec) carries
-        a set-up or exec failure to the server; its EOF means the program has started."""
+    def run(self, fds: list[int]) -> None:
+        """``fds``: request pipe, stdin, stdout, stderr, error pipe. The request (header and
+        Python source) comes over the request pipe, from the server, after the fork."""
+        req_fd, in_r, out_w, err_w, errpipe = fds
         try:
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-            os.closerange(3, errpipe)
-            os.closerange(errpipe + 1, 1 << 16)
-            os.setsid()
-            os.setgroups([self.gid])
-            os.setresgid(self.gid, self.gid, self.gid)
-            os.setresuid(self.uid, self.uid, self.uid)  # drops every capability of the server
-            import resource
-
-            for which, soft, hard in rlimits(req["limits"]):
-                _, cur_hard = resource.getrlimit(which)  # never above what the sandbox was given
-                if cur_hard != resource.RLIM_INFINITY:
-                    soft, hard = min(soft, cur_hard), min(hard, cur_hard)
-                resource.setrlimit(which, (soft, hard))
-            os.chdir(self.workspace)
-            os.umask(0o022)
-            env = dict(self.env)
-            env.update(req.get("env") or {})
-        except BaseException as e:  # noqa: BLE001 - a child must never return into the server loop
-            with contextlib.suppress(Exception):
-                os.write(errpipe, f"sandbox set-up failed: {e!r}".encode())
+            os.set_inheritable(errpipe, False)  # closed by a successful exec: its EOF means "started"
+            frame = recv_frame(req_fd)
+            if frame is None:
+                os._exit(126)
+            req, code = frame
+            os.close(req_fd)
+        except BaseException:  # noqa: BLE001 - a child must never return into the zygote loop
             os._exit(126)
+        self._setup(req, (in_r, out_w, err_w), errpipe)
+        env = dict(self.env)
+        env.update(req.get("env") or {})
         if req["mode"] == "exec":
             try:
                 for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT):
@@ -305,9 +414,40 @@ class Server:
             os._exit(127)
         try:
             os.close(errpipe)
-            self._python(req["code"], env)
+            self._python(code.decode("utf-8", errors="surrogateescape"), env)
         finally:
             os._exit(1)
+
+    def _setup(self, req: dict, fds: tuple[int, int, int], errpipe: int) -> None:
+        """Descriptors 0-2 its own pipes, nothing else open; a session of its own; the first
+        victim of the memory cgroup's OOM killer; the execution uid (unless programs run as the
+        server's uid, as in container mode: ``exec_uid`` 0); the per-execution rlimits.
+        ``errpipe`` (close-on-exec) carries a failure to the server; its EOF means the program
+        has started."""
+        try:
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            os.closerange(3, errpipe)
+            os.closerange(errpipe + 1, 1 << 16)
+            os.setsid()
+            with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")  # pinned memory (memfd, pipes, tmpfs) must not make the server the victim
+            os.setgroups([self.gid])
+            os.setresgid(self.gid, self.gid, self.gid)
+            os.setresuid(self.uid, self.uid, self.uid)  # drops every capability of the server (exec_uid != 0)
+            import resource
+
+            for which, soft, hard in rlimits(req["limits"]):
+                _, cur_hard = resource.getrlimit(which)  # never above what the sandbox was given
+                if cur_hard != resource.RLIM_INFINITY:
+                    soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+                resource.setrlimit(which, (soft, hard))
+            os.chdir(self.workspace)
+            os.umask(0o022)
+        except BaseException as e:  # noqa: BLE001 - a child must never return into the zygote loop
+            with contextlib.suppress(Exception):
+                os.write(errpipe, f"sandbox set-up failed: {e!r}".encode())
+            os._exit(126)
 
     def _python(self, code: str, env: dict) -> None:
         import atexit
@@ -357,32 +497,67 @@ class Server:
                 pass
         os._exit(status)
 
+
+def _wipe(buf: bytearray | None) -> None:
+    """Overwrite a buffer that held a request's or a program's bytes (best effort: the server's
+    memory is never inherited by a program, see :class:`Zygote`; this keeps it short-lived)."""
+    if buf:
+        buf[:] = bytes(len(buf))
+
+
+class Server:
+    def __init__(self, config: dict) -> None:
+        self.uid, self.gid = config["exec_uid"], config["exec_gid"]
+        self.workspace = config["workspace"]
+        self.roots = list(config.get("roots") or [self.workspace])  # what the file operations may reach
+        self.scratch = list(config.get("scratch") or [])  # further writable folders, emptied by reset
+        self.inp, self.out = 0, 1
+        self._last_status: int | None = None
+        self.zygote = Zygote(config)
+
     # -- server side --
-    def exec(self, req: dict, stdin: bytes) -> tuple[dict, bytes]:
+    def exec(self, req: dict, blob: bytearray) -> tuple[dict, bytearray]:
         import select
 
         cap = req["limits"]["output_bytes"]
         timeout = float(req["timeout"])
+        code_len = int(req.get("code_len") or 0)
         in_r, in_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         ep_r, ep_w = os.pipe2(os.O_CLOEXEC)  # the child reports a failed set-up or exec here
+        req_r, req_w = os.pipe2(os.O_CLOEXEC)  # the child's request, sent after it was forked
         start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            self._child(req, (in_r, out_w, err_w), ep_w)
-        for fd in (in_r, out_w, err_w, ep_w):
+        pid = self.zygote.spawn([req_r, in_r, out_w, err_w, ep_w])
+        for fd in (req_r, in_r, out_w, err_w, ep_w):
             os.close(fd)
+        if pid < 0:
+            for fd in (in_w, out_r, err_r, ep_r, req_w):
+                os.close(fd)
+            return {"exit_code": None, "signal": None, "timed_out": False, "duration": time.monotonic() - start,
+                    "exec_error": "the sandbox could not fork", "truncated": False, "stdout_len": 0,
+                    "memory_error": False, "zygote": self.zygote.pid}, bytearray()
+        pidfd = os.pidfd_open(pid)
+        child_req = {k: req[k] for k in ("mode", "argv", "env", "limits") if k in req}
+        frame = frame_buffer(child_req, memoryview(blob)[:code_len])
+        try:
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(req_w, view):]
+        except OSError:
+            pass  # it died before reading (killed from outside): reported below
+        finally:
+            _wipe(frame)
+            os.close(req_w)
         exec_error = _read_until_eof(ep_r)
         os.close(ep_r)
 
-        pidfd = os.pidfd_open(pid)
         caps = {out_r: Capture(cap), err_r: Capture(cap)}
         poller = select.poll()
         for fd in caps:
             poller.register(fd, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
-        pending = memoryview(stdin)
+        pending = memoryview(blob)[code_len:]
         if pending:
             os.set_blocking(in_w, False)
             poller.register(in_w, select.POLLOUT)
@@ -423,16 +598,10 @@ class Server:
         os.close(pidfd)
         if in_w >= 0:
             os.close(in_w)
-        for fd, capture in caps.items():  # every writer is dead now, so these reads reach EOF
-            while True:
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    break
-                capture.add(data)
-            os.close(fd)
+        _drain(caps)
         out, err = caps[out_r], caps[err_r]
         code = os.waitstatus_to_exitcode(status) if status is not None else None
-        return {
+        head = {
             "exit_code": code if code is not None and code >= 0 else None,
             "signal": -code if code is not None and code < 0 else None,
             "timed_out": timed_out,
@@ -441,47 +610,54 @@ class Server:
             "truncated": out.total > cap or err.total > cap,
             "stdout_len": len(out.head),
             "memory_error": err.memory_error(),
-        }, bytes(out.head) + bytes(err.head)
+            "zygote": self.zygote.pid,
+        }
+        body = out.head + err.head
+        _wipe(out.head)
+        _wipe(err.head)
+        return head, body
 
     def _kill_all_but_status(self, pid: int) -> None:
-        """SIGKILL every process of this sandbox but the server, reap them all, and keep the wait
-        status of ``pid`` (the execution's own process) in ``self._last_status``.
+        """SIGKILL every process of this sandbox but the server and its zygote, reap them all,
+        and keep the wait status of ``pid`` (the execution's own process) in ``self._last_status``.
 
         Only ever done as PID 1 of a private PID namespace whose ``/proc`` is that namespace's:
         the pids listed there are then exactly the sandbox's processes. Never ``kill(-1)``.
         """
         self._last_status = None
         _assert_namespace_init()
-        me = os.getpid()
+        spare = {os.getpid(), self.zygote.pid}
         while True:
-            self._reap(pid, block=False)
-            others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) > 1 and int(n) != me]
+            self._reap(pid)
+            others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) > 1 and int(n) not in spare]
             if not others:
                 return
             for victim in others:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim, signal.SIGKILL)
-            if not self._reap(pid, block=True):  # none of them is our child yet: they are dying
+            if not self._reap(pid):  # none of them has become our zombie yet: they are dying
                 time.sleep(0.0002)
 
-    def _reap(self, pid: int, block: bool) -> bool:
-        """Reap dead children (waiting for the first one when ``block``); keeps ``pid``'s status.
-        False when there was no child at all."""
-        flags = 0 if block else os.WNOHANG
+    def _reap(self, pid: int) -> bool:
+        """Reap dead children; keeps ``pid``'s status. True when one was reaped."""
+        reaped = False
         while True:
             try:
-                got, status = os.waitpid(-1, flags)
+                got, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return False
+                return reaped
             except InterruptedError:
                 continue
             if got == 0:
-                return True
+                return reaped
+            reaped = True
             if got == pid:
                 self._last_status = status
-            flags = os.WNOHANG
+            if got == self.zygote.pid:  # killed (container mode: programs share its uid); restarted on use
+                self.zygote.pid = None
+                self.zygote.stop()
 
-    def file_op(self, req: dict, blob: bytes) -> tuple[dict, bytes]:
+    def file_op(self, req: dict, blob: bytearray) -> tuple[dict, bytes]:
         # File operations run with the execution uid, so that files belong to the programs.
         # Safe without races: between executions no process of that uid exists.
         root = req.get("root") or self.workspace
@@ -509,22 +685,66 @@ class Server:
             os.setresgid(-1, 0, -1)
 
     def serve(self) -> None:
-        send_frame(self.out, {"ready": True, "pid": os.getpid()})
+        self.zygote.start()
+        with contextlib.suppress(OSError):
+            self.zygote.wait_ready()  # else restarted on first use
+        send_frame(self.out, {"ready": True, "pid": os.getpid(), "zygote": self.zygote.pid})
         while True:
-            frame = recv_frame(self.inp)
+            frame = recv_frame(self.inp, mutable=True)
             if frame is None:
                 return
             req, blob = frame
             op = req.get("op")
             if op == "exec":
-                head, data = self.exec(req, blob)
+                head, data = self.exec(req, blob)  # type: ignore[arg-type]
             elif op in ("write", "read", "reset"):
-                head, data = self.file_op(req, blob)
+                head, data = self.file_op(req, blob)  # type: ignore[arg-type]
             elif op == "ping":
-                head, data = {"ok": True}, b""
+                head, data = {"ok": True, "zygote": self.zygote.pid}, b""
             else:
                 head, data = {"ok": False, "kind": "invalid", "message": f"unknown op {op!r}"}, b""
-            send_frame(self.out, head, data)
+            out = frame_buffer(head, data)
+            try:
+                view = memoryview(out)
+                while view:
+                    view = view[os.write(self.out, view):]
+            finally:
+                _wipe(out)
+                if isinstance(data, bytearray):
+                    _wipe(data)
+                _wipe(blob)  # type: ignore[arg-type]
+
+
+DRAIN_S = 0.05  # after a program's processes are dead: how long its output may go quiet before we stop reading
+
+
+def _drain(caps: dict[int, Capture]) -> None:
+    """Read what the program's processes left in their output pipes, then close them. Their
+    writers are dead, but a write end can outlive them (parked in a unix socket's queue that the
+    kernel frees later): stop when the pipes are empty and quiet for DRAIN_S, never at EOF only."""
+    import select
+
+    poller = select.poll()
+    for fd in caps:
+        os.set_blocking(fd, False)
+        poller.register(fd, select.POLLIN)
+    open_fds = set(caps)
+    while open_fds:
+        events = poller.poll(DRAIN_S * 1000)
+        if not events:
+            break
+        for fd, _ev in events:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if data:
+                caps[fd].add(data)
+            else:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+    for fd in caps:
+        os.close(fd)
 
 
 def _assert_namespace_init() -> None:
@@ -556,21 +776,23 @@ def _die_with_parent() -> None:
         pass  # the host also kills the server itself; this only makes it quicker
 
 
+def _set_nondumpable() -> None:
+    """Programs share this process's uid (container mode): without CAP_SYS_PTRACE they can then
+    neither ptrace it nor read its /proc/PID/mem or environ."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == ZYGOTE_FLAG:
+        zygote_main(json.loads(sys.argv[2]))
+        return
     _assert_namespace_init()
     _die_with_parent()
     config = json.loads(sys.argv[1])
     if config.get("nondumpable"):
-        # programs share this process's uid (container mode): without CAP_SYS_PTRACE they can
-        # then neither ptrace it nor read its /proc/1/mem or environ
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-    for name in config.get("preload", []):
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+        _set_nondumpable()
     # Nothing of the server's own stdio may reach a child: children dup2 their own pipes.
     Server(config).serve()
 
