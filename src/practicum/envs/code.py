@@ -485,15 +485,32 @@ class CodeDomain:
         return CodeEnv(self.name, self.verifier, self.sandbox, self.config)
 
     async def close(self) -> None:
-        """Close the sandbox sessions kept warm for the running event loop."""
-        close = getattr(self.sandbox, "close", None)
-        if close is not None:
-            await close()
+        """Close the sandbox sessions kept warm for the running event loop (tools', solutions' and graders')."""
+        for opener in dict.fromkeys([self.sandbox, self.verifier.graders], None):
+            close = getattr(opener, "close", None)
+            if close is not None:
+                await close()
+
+
+def code_sandboxes(backend: Any, size: int, limits: Limits) -> tuple[LoopPool, LoopPool]:
+    """The two pools the code domain uses, as training wires them: ``(untrusted, graders)``.
+    Solutions and the ``python`` tool take sessions from the first; the hidden tests run only in
+    sessions of the second, so a session never holds hidden tests and then runs model code."""
+    from practicum.sandbox import SandboxPool, get_sandbox
+
+    sandbox = get_sandbox(backend)
+    return (LoopPool(lambda: SandboxPool(sandbox, size=size, limits=limits)),
+            LoopPool(lambda: SandboxPool(sandbox, size=size, limits=limits)))
+
+
+def code_verifier(backend: Any, config: Any, size: int) -> tuple[CodeVerifier, LoopPool]:
+    """The code domain's verifier over :func:`code_sandboxes`, and the pool of the ``python`` tool."""
+    untrusted, graders = code_sandboxes(backend, size, config.limits)
+    return CodeVerifier(untrusted, config, graders=graders), untrusted
 
 
 def build_code_domain(d: Any, seed: int, base_dir: str | Path = ".") -> CodeDomain:
     """The code domain a config section (:class:`practicum.config.DomainSection`) describes."""
-    from practicum.sandbox import SandboxPool, get_sandbox
     from practicum.verify.code import VerifyConfig
 
     c = d.code
@@ -509,11 +526,10 @@ def build_code_domain(d: Any, seed: int, base_dir: str | Path = ".") -> CodeDoma
     examples = [(e.question, e.reply) for e in d.examples]
     src = CodeSource(d.name, tasks, system, seed, d.source.eval_fraction, d.eval_size, examples, source)
     verify_config = VerifyConfig(scoring=c.scoring, call_timeout_s=c.call_timeout_s)
-    # Verification takes two sessions per answer and multi-turn episodes one more: a pool keeps
-    # them warm. A session handed back is reset (every writable folder wiped, no process left).
-    backend = get_sandbox(c.sandbox)
-    sandbox = LoopPool(lambda: SandboxPool(backend, size=c.concurrency, limits=verify_config.limits))
-    verifier = CodeVerifier(sandbox, verify_config)
+    # Verification takes two sessions per answer and multi-turn episodes one more: pools keep
+    # them warm. A session handed back is reset (every writable folder wiped, no process left,
+    # nothing in memory); graders have a pool of their own.
+    verifier, sandbox = code_verifier(c.sandbox, verify_config, c.concurrency)
     env_config = CodeEnvConfig(mode=c.mode, max_runs=c.max_runs, run_timeout_s=c.run_timeout_s,
                                output_chars=c.output_chars)
     return CodeDomain(d.name, src, sandbox, verifier, env_config)

@@ -17,7 +17,9 @@ Design (threat model below)::
 * The hidden tests never enter session A, where the solution runs; they run afterwards in a
   fresh session B that never holds the solution's code or anything it wrote. (Fresh: newly
   started, or taken from a SandboxPool that reset it — every writable folder emptied, no process
-  left; the harness reads nothing from its file system but the standard library.)
+  left, and nothing of an earlier execution in memory, see docs/sandbox.md; the harness reads
+  nothing from its file system but the standard library.) Sessions B come from their own pool
+  (``graders``), so a session that held hidden tests never runs a solution or a tool call.
 * The solution and the tests never share a process. The worker sends return values as tagged
   JSON; the harness rebuilds them as exact builtin types (codec.py), so ``==`` in a test is the
   interpreter's own, never an ``__eq__`` the solution wrote.
@@ -225,10 +227,18 @@ class _WorkerState:
 
 
 class CodeVerifier:
-    """Scores answers to code tasks in sandbox sessions from ``sandbox`` (a Sandbox or a pool)."""
+    """Scores answers to code tasks in sandbox sessions.
 
-    def __init__(self, sandbox: SessionOpener, config: VerifyConfig | None = None, cache_size: int = 4096) -> None:
+    Session A (the solution) comes from ``sandbox``, session B (the hidden tests) from
+    ``graders`` (default: ``sandbox``). With pools, give graders a pool of their own, as training
+    does (:func:`practicum.envs.code.code_sandboxes`): a pooled session that once held hidden
+    tests is then never lent to a solution or to the ``python`` tool, even after its reset.
+    """
+
+    def __init__(self, sandbox: SessionOpener, config: VerifyConfig | None = None, cache_size: int = 4096, *,
+                 graders: SessionOpener | None = None) -> None:
         self.sandbox = sandbox
+        self.graders = graders if graders is not None else sandbox
         self.config = config or VerifyConfig()
         self._round0: OrderedDict[str, asyncio.Future[dict[str, Any]]] = OrderedDict()
         self._cache_size = cache_size
@@ -280,7 +290,7 @@ class CodeVerifier:
         return report, rounds
 
     async def _open_two(self) -> tuple[SandboxSession, SandboxSession]:
-        opened = await asyncio.gather(self.sandbox.session(self.limits), self.sandbox.session(self.limits),
+        opened = await asyncio.gather(self.sandbox.session(self.limits), self.graders.session(self.limits),
                                       return_exceptions=True)
         failed = [x for x in opened if isinstance(x, BaseException)]
         if failed:
