@@ -1,10 +1,16 @@
 """``practicum verify``: score one answer with a verifier, from the command line.
 
-``practicum verify code --task TASK.json --answer solution.py [--json]`` runs the code verifier
-(:mod:`practicum.verify.code`) in the default sandbox and prints the score, the outcome of each
-hidden test and the hack patterns it flagged; ``--json`` prints one JSON object with ``value``,
-``components``, ``explanation``, ``flags`` (empty when none), ``cases`` and timings. The exit code
-is 0 whenever the answer was scored (whatever the score), 2 for a bad task or answer file, and 1
+``practicum verify code --task TASK.json --answer solution.py [--answer other.py ...] [--json]``
+runs the code verifier (:mod:`practicum.verify.code`) in the default sandbox and prints, for
+each answer in order, the score, the outcome of each hidden test and the hack patterns it
+flagged. The answers are scored one after the other through one shared set of pools
+(``--pool-size`` sessions each), wired exactly as training wires the code domain
+(:func:`practicum.envs.code.code_verifier`: solutions and graders in separate pools, sessions
+reset and reused between answers), so that what one answer leaves in a reused session is what
+the next one could find. ``--json`` prints one JSON object with ``value``, ``components``,
+``explanation``, ``flags`` (empty when none), ``cases`` and timings for a single ``--answer`` (as
+before), and a JSON list of such objects, one per answer in order, for several. The exit code is
+0 whenever every answer was scored (whatever the score), 2 for a bad task or answer file, and 1
 when the verifier itself failed.
 """
 
@@ -21,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from practicum.errors import PracticumError, RolloutFailure
-from practicum.verify.code import CodeTests, CodeVerifier, Verdict, VerifyConfig
+from practicum.verify.code import CodeTests, Verdict, VerifyConfig
 
 verify_app = typer.Typer(no_args_is_help=True, help="Score answers with Practicum's verifiers.")
 console = Console(highlight=False)
@@ -35,13 +41,14 @@ def _group() -> None:
 @verify_app.command("code")
 def code(
     task: Annotated[Path, typer.Option("--task", help="A code task: task.json, a task folder, or a .jsonl file (with --id).")],
-    answer: Annotated[Path, typer.Option("--answer", help="The answer to score: a Python file (or a reply with a ```python block).")],
+    answers: Annotated[list[Path], typer.Option("--answer", help="An answer to score: a Python file (or a reply with a ```python block). Repeat to score several in order through one shared pool.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     task_id: Annotated[str | None, typer.Option("--id", help="Which task of a file holding several.")] = None,
     scoring: Annotated[str, typer.Option(help="fraction (of hidden tests passed) or all (1 only if all pass).")] = "fraction",
     sandbox: Annotated[str, typer.Option(help="Sandbox backend (`practicum doctor` lists them).")] = "auto",
+    pool_size: Annotated[int, typer.Option("--pool-size", min=1, help="Sessions kept warm per pool (solutions, graders), as the code domain's concurrency.")] = 1,
 ) -> None:
-    """Score ANSWER against the hidden tests of TASK, in fresh sandbox sessions."""
+    """Score each ANSWER against the hidden tests of TASK, in order, through one shared sandbox pool."""
     from practicum.envs.code import extract_code, load_tasks
 
     try:
@@ -55,14 +62,16 @@ def code(
         if len(tasks) != 1:
             ids = ", ".join(str(t.id) for t in tasks[:10])
             raise PracticumError(f"{task} holds {len(tasks)} tasks; choose one with --id ({ids}{', ...' if len(tasks) > 10 else ''})")
-        try:
-            text = answer.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise PracticumError(f"cannot read answer {answer}: {e}") from None
         spec = tasks[0].hidden()
-        source = text if answer.suffix == ".py" else extract_code(text, spec.entry_point)
+        sources = []
+        for answer in answers:
+            try:
+                text = answer.read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise PracticumError(f"cannot read answer {answer}: {e}") from None
+            sources.append(text if answer.suffix == ".py" else extract_code(text, spec.entry_point))
         mode: Literal["fraction", "all"] = "all" if scoring == "all" else "fraction"
-        verdict = asyncio.run(_verify(sandbox, VerifyConfig(scoring=mode), spec, source))
+        verdicts = asyncio.run(_verify(sandbox, VerifyConfig(scoring=mode), spec, sources, pool_size))
     except RolloutFailure as e:
         console.print(f"[bold red]verifier failed:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(1) from None
@@ -70,8 +79,16 @@ def code(
         console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
     if as_json:
-        typer.echo(json.dumps(verdict.to_json()))
+        records = [v.to_json() for v in verdicts]
+        typer.echo(json.dumps(records if len(records) > 1 else records[0]))
         return
+    for answer, verdict in zip(answers, verdicts, strict=True):
+        if len(answers) > 1:
+            console.rule(f"[bold]{escape(str(answer))}[/]")
+        _print(verdict)
+
+
+def _print(verdict: Verdict) -> None:
     table = Table("test", "outcome", "detail")
     for c in verdict.cases:
         colour = "green" if c.passed else "red"
@@ -83,7 +100,13 @@ def code(
     console.print("flags: " + (", ".join(verdict.flags) if verdict.flags else "none"))
 
 
-async def _verify(backend: str, config: VerifyConfig, tests: CodeTests, source: str) -> Verdict:
-    from practicum.sandbox import get_sandbox
+async def _verify(backend: str, config: VerifyConfig, tests: CodeTests, sources: list[str],
+                  pool_size: int) -> list[Verdict]:
+    from practicum.envs.code import code_verifier
 
-    return await CodeVerifier(get_sandbox(backend), config).verify(tests, source)
+    verifier, untrusted = code_verifier(backend, config, pool_size)
+    try:
+        return [await verifier.verify(tests, source) for source in sources]
+    finally:
+        await untrusted.close()
+        await verifier.graders.close()  # type: ignore[attr-defined]
