@@ -38,7 +38,10 @@ MIN_INODES = 4096
 # around the namespaces, or state that would outlive its processes or be charged to someone
 # else (System V IPC objects; POSIX message queues, whose bytes count against the RLIMIT_MSGQUEUE
 # of the uid that owns the user namespace). clone3 answers ENOSYS so that libc falls back to
-# clone, whose flags a filter can check (new namespaces are refused).
+# clone, whose flags a filter can check (new namespaces are refused). inotify answers ENOSYS
+# (tools fall back to polling, as without kernel support): its instances and watches are
+# charged up the user-namespace chain to the namespace's owner, host root, whose budget (128
+# instances) would be every sandbox's and the host's.
 SECCOMP_POLICY = (
     "ERRNO(1) { ptrace, process_vm_readv, process_vm_writev, bpf, perf_event_open, keyctl, add_key, "
     "request_key, userfaultfd, unshare, setns, mount, umount, pivot_root, kexec_load, kexec_file_load, "
@@ -47,7 +50,7 @@ SECCOMP_POLICY = (
     "mount_setattr, swapon, swapoff, reboot, acct, quotactl, lookup_dcookie, syslog, vhangup, uselib, "
     "ustat, sysfs, sysctl, shmget, semget, msgget, mq_open, mq_unlink, mq_timedsend, mq_timedreceive, "
     "mq_notify, mq_getsetattr } "
-    "ERRNO(38) { clone3 } "
+    "ERRNO(38) { clone3, inotify_init, inotify_init1, inotify_add_watch, fanotify_init } "
     "ERRNO(1) { clone { (clone_flags & 0x7E020000) != 0 } } "
     "DEFAULT ALLOW"
 )
