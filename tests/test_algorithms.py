@@ -194,3 +194,108 @@ def test_token_logprobs_equals_log_softmax_gather(dtype):
     assert got.dtype == torch.float32 and got.shape == (2, 5)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert (got <= 0).all()
+
+
+# --- off-policy correction ---------------------------------------------------------------------
+# Two sequences of three tokens. The behaviour (engine) log-probs are set so that the weights
+# pi_prox / pi_behaviour are round numbers, and the current policy so that the PPO ratios
+# pi / pi_prox are too:
+#   weights w  [[3.0, 0.5, 1.0], [1.25, 4.0, 0.8]]
+#   ratios  r  [[1.5, 1.0, 1.0], [1.0,  1.0, 0.7]]
+#   advantages [+1, -1]; clip_low 0.2, clip_high 0.28 (ratio clipped to [0.8, 1.28])
+# The unweighted surrogate -min(r A, clip(r) A) is then
+#   [[-1.28 (1.5 clipped to 1.28), -1.0, -1.0], [1.0, 1.0, 0.8 (0.7 clipped to 0.8)]]
+WEIGHTS = [[3.0, 0.5, 1.0], [1.25, 4.0, 0.8]]
+RATIOS = [[1.5, 1.0, 1.0], [1.0, 1.0, 0.7]]
+SURROGATE = [[-1.28, -1.0, -1.0], [1.0, 1.0, 0.8]]
+CLIPPED = [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+def _off_policy_inputs() -> tuple[torch.Tensor, ...]:
+    f64 = torch.float64
+    behaviour = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -2.0, -0.5]], dtype=f64)
+    prox = behaviour + torch.log(torch.tensor(WEIGHTS, dtype=f64))
+    logp = prox + torch.log(torch.tensor(RATIOS, dtype=f64))
+    return logp, prox, behaviour, torch.tensor([1.0, -1.0], dtype=f64)
+
+
+@pytest.mark.parametrize(
+    "method, cap, expected",
+    [
+        # none: the behaviour log-probs are ignored
+        ("none", 2.0, SURROGATE),
+        # tis, C = 2: weights min(w, 2) = [[2, 0.5, 1], [1.25, 2, 0.8]]
+        ("tis", 2.0, [[-1.28 * 2, -0.5, -1.0], [1.25, 2.0, 0.8 * 0.8]]),  # -2.56 ... 0.64
+        # decoupled, no cap: every token weighted by its w
+        ("decoupled", None, [[-1.28 * 3, -0.5, -1.0], [1.25, 4.0, 0.8 * 0.8]]),  # -3.84 ... 0.64
+        # decoupled, cap 2.5: the tokens with w 3 and 4 are dropped (weight 0), not clamped
+        ("decoupled", 2.5, [[0.0, -0.5, -1.0], [1.25, 0.0, 0.8 * 0.8]]),
+    ],
+)
+def test_off_policy_surrogates_hand_numbers(method, cap, expected):
+    """Each correction multiplies the clipped surrogate (taken around the proximal policy) by its
+    weight: 1 for none, min(w, C) for tis, w or 0 above the cap for decoupled; the clip indicator
+    is that of the unweighted surrogate."""
+    logp, prox, behaviour, adv = _off_policy_inputs()
+    loss, clipped = A.SURROGATES[method](logp, prox, behaviour, adv, 0.2, 0.28, cap)
+    torch.testing.assert_close(loss, torch.tensor(expected, dtype=torch.float64))
+    assert clipped.tolist() == CLIPPED
+
+
+def test_none_is_exactly_the_clipped_surrogate():
+    """off_policy none is today's update bit for bit: the same function of the same inputs."""
+    logp, prox, behaviour, adv = _off_policy_inputs()
+    loss, clipped = A.SURROGATES["none"](logp, prox, behaviour, adv, 0.2, 0.28, 2.0)
+    ref_loss, ref_clipped = A.clipped_surrogate(logp, prox, adv, 0.2, 0.28)
+    assert torch.equal(loss, ref_loss) and torch.equal(clipped, ref_clipped)
+
+
+@pytest.mark.parametrize(
+    "method, cap, expected",
+    [
+        # weights [[2, 0.5, 1], [1.25, 2, 0.8]]
+        ("tis", 2.0, [[0.0, -0.5, -1.0], [1.25, 2.0, 0.0]]),
+        # weights [[0, 0.5, 1], [1.25, 0, 0.8]]
+        ("decoupled", 2.5, [[0.0, -0.5, -1.0], [1.25, 0.0, 0.0]]),
+    ],
+)
+def test_weighted_gradient_hand_numbers(method, cap, expected):
+    """d loss / d logp = -A r weight where the PPO clip is inactive and 0 where it is active
+    (tokens (0, 0) and (1, 2)), and the weight itself is a constant: computed from proximal
+    log-probs that require grad, it carries none."""
+    logp, prox, behaviour, adv = _off_policy_inputs()
+    logp.requires_grad_(True)
+    assert not A.behaviour_weights(prox.clone().requires_grad_(True), behaviour).requires_grad
+    loss, _ = A.SURROGATES[method](logp, prox, behaviour, adv, 0.2, 0.28, cap)
+    loss.sum().backward()
+    # (0, 1): -(+1)(1.0)(0.5) = -0.5; (0, 2): -(+1)(1.0)(1.0) = -1; (1, 0): -(-1)(1.0)(1.25) = 1.25;
+    # (1, 1): -(-1)(1.0)(2 for tis, 0 for decoupled, whose cap dropped w = 4)
+    torch.testing.assert_close(logp.grad, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_tis_without_a_cap_is_an_error():
+    """TIS is defined by its cap; None is refused rather than silently untruncated."""
+    logp, prox, behaviour, adv = _off_policy_inputs()
+    with pytest.raises(ValueError, match="tis_cap"):
+        A.surrogate_tis(logp, prox, behaviour, adv, 0.2, 0.28, None)
+
+
+def test_mismatch_hand_numbers():
+    """Sums over the masked tokens of |train - behaviour|, of k3 = e^d - d - 1 with
+    d = train - behaviour (KL(behaviour || train), samples from behaviour), and of the tokens whose
+    weight e^d exceeds the cap. The masked-out position holds values whose k3 overflows float32
+    (d = 200): excluded, not turned into inf or NaN."""
+    train = torch.tensor([[-1.0, -2.0, -0.5, 0.0]])
+    behaviour = torch.tensor([[-1.5, -2.0, -0.2, -200.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    # d = [0.5, 0.0, -0.3]
+    m = A.mismatch(train, behaviour, mask, cap=1.5)
+    assert m.abs_logp.item() == pytest.approx(0.5 + 0.0 + 0.3)  # 0.8
+    # e^0.5 - 1.5 = 0.1487213; 0; e^-0.3 + 0.3 - 1 = 0.0408182; sum 0.1895395
+    assert m.kl.item() == pytest.approx(math.exp(0.5) - 1.5 + math.exp(-0.3) - 0.7, rel=1e-5)
+    assert m.kl.item() == pytest.approx(0.1895395, abs=1e-6)
+    assert m.truncated.item() == 1.0  # weights e^d = [1.649, 1.0, 0.741]: only the first > 1.5
+    assert m.tokens.item() == 3.0
+    assert A.mismatch(train, behaviour, mask, cap=None).truncated.item() == 0.0
+    same = A.mismatch(train, train, mask, cap=1.0)  # on-policy, exactly: no gap, nothing over
+    assert (same.abs_logp.item(), same.kl.item(), same.truncated.item()) == (0.0, 0.0, 0.0)

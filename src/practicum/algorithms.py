@@ -11,6 +11,7 @@ micro-batching (see :func:`loss_normaliser`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +19,7 @@ import torch
 
 AdvantageKind = Literal["grpo", "drgrpo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+OffPolicy = Literal["none", "tis", "decoupled"]
 
 
 def group_advantages(rewards: torch.Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6) -> torch.Tensor:
@@ -65,6 +67,116 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """
     d = ref_logp - logp
     return torch.expm1(d) - d  # expm1(d) >= d exactly in floating point, so never negative
+
+
+# --- off-policy correction --------------------------------------------------------------------
+# Three policies meet in one update: the behaviour policy that sampled the tokens (the engine: bf16,
+# possibly some versions old; its log-probs travel on each sample), the proximal policy (the
+# trainer's weights before this update; with one update per batch its log-probs are the current
+# ones, detached) and the policy being optimised. The clip is always taken around the proximal
+# policy; the corrections differ only in how they weight tokens by pi_prox / pi_behaviour.
+Surrogate = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float, float, float | None],
+    tuple[torch.Tensor, torch.Tensor],
+]
+
+
+def behaviour_weights(prox_logp: torch.Tensor, behaviour_logp: torch.Tensor) -> torch.Tensor:
+    """Importance weight pi_prox / pi_behaviour of each sampled token, detached (a constant
+    of the loss, as in TIS and decoupled PPO). [B, T], [B, T] -> [B, T]."""
+    return torch.exp(prox_logp.detach() - behaviour_logp)
+
+
+def surrogate_on_policy(
+    logp: torch.Tensor,
+    prox_logp: torch.Tensor,
+    behaviour_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    cap: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``none``: the clipped surrogate around the proximal policy; the behaviour log-probs are
+    ignored, i.e. the samples are taken to come from the trainer's own policy.
+    logp, prox_logp, behaviour_logp: [B, T]; advantages: [B]. Returns (loss, clipped), [B, T]."""
+    return clipped_surrogate(logp, prox_logp, advantages, clip_low, clip_high)
+
+
+def surrogate_tis(
+    logp: torch.Tensor,
+    prox_logp: torch.Tensor,
+    behaviour_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    cap: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``tis``: truncated importance sampling (Yao et al., "Your efficient RL framework secretly
+    brings you off-policy RL training"; verl's ``tis_imp_ratio_cap``). Each token's clipped
+    surrogate is multiplied by min(pi_prox / pi_behaviour, cap): a weight above the cap is
+    clamped to it, which bounds the variance and keeps every token in the loss (biased).
+    Shapes as :func:`surrogate_on_policy`."""
+    if cap is None:
+        raise ValueError("tis needs a cap (algorithm.tis_cap)")
+    loss, clipped = clipped_surrogate(logp, prox_logp, advantages, clip_low, clip_high)
+    weight = behaviour_weights(prox_logp, behaviour_logp).clamp(max=cap)  # [B, T]
+    return loss * weight, clipped
+
+
+def surrogate_decoupled(
+    logp: torch.Tensor,
+    prox_logp: torch.Tensor,
+    behaviour_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    cap: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``decoupled``: decoupled PPO (AReaL, Fu et al. 2025). The trust region is the clip around
+    the proximal policy; the behaviour policy enters only through the weight
+    pi_prox / pi_behaviour. With a cap, a token whose weight exceeds it is left out of the loss
+    (weight 0; it still counts in the normaliser), as AReaL's ``behav_imp_weight_cap`` does:
+    an outlier is rejected rather than clamped. Shapes as :func:`surrogate_on_policy`."""
+    loss, clipped = clipped_surrogate(logp, prox_logp, advantages, clip_low, clip_high)
+    weight = behaviour_weights(prox_logp, behaviour_logp)  # [B, T]
+    if cap is not None:
+        weight = torch.where(weight <= cap, weight, torch.zeros_like(weight))
+    return loss * weight, clipped
+
+
+SURROGATES: dict[OffPolicy, Surrogate] = {
+    "none": surrogate_on_policy,
+    "tis": surrogate_tis,
+    "decoupled": surrogate_decoupled,
+}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The train-vs-rollout gap summed over the trained tokens of a (micro-)batch; 0-d tensors.
+    Divide by ``tokens`` (summed over the batch's micro-batches) for the per-token means."""
+
+    abs_logp: torch.Tensor  # sum of |log pi_train - log pi_behaviour|
+    kl: torch.Tensor  # sum of the k3 estimate of KL(pi_behaviour || pi_train)
+    truncated: torch.Tensor  # tokens whose weight pi_train / pi_behaviour exceeds the cap
+    tokens: torch.Tensor  # trained tokens
+
+
+def mismatch(train_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float | None) -> Mismatch:
+    """How far the trainer's log-probs of the sampled tokens are from the engine's.
+
+    train_logp, behaviour_logp, mask: [B, T]. The KL is KL(pi_behaviour || pi_train) by k3
+    (r - 1 - log r, r = pi_train / pi_behaviour): the tokens were drawn from the behaviour policy,
+    which makes this estimator unbiased and, unlike k1, never negative per token. Positions
+    outside the mask are excluded with ``where`` (their junk could be inf), not multiplied by 0.
+    """
+    on = mask > 0
+    zero = torch.zeros((), dtype=train_logp.dtype, device=train_logp.device)
+    train, behaviour = train_logp.detach(), behaviour_logp.detach()
+    gap = torch.where(on, (train - behaviour).abs(), zero)
+    kl = torch.where(on, kl_k3(behaviour, train), zero)
+    over = (behaviour_weights(train, behaviour) > cap) & on if cap is not None else torch.zeros_like(on)
+    return Mismatch(gap.sum(), kl.sum(), over.sum().to(train.dtype), on.sum().to(train.dtype))
 
 
 @dataclass(frozen=True)
