@@ -117,6 +117,20 @@ class AlgorithmConfig(_Strict):
     clip_high: float = Field(0.28, ge=0, description="Upper PPO clip (ratio <= 1 + clip_high); > clip_low is DAPO's clip-higher.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to the initial policy (0: no reference model).")
     max_tokens_norm: int = Field(64, ge=1, description="seq_mean_token_sum_norm: the constant token count.")
+    off_policy: Literal["none", "tis", "decoupled"] = Field(
+        "none",
+        description="Correction for samples the trainer's policy did not generate itself (stale versions, the engine's bf16): "
+                    "none: treat them as on-policy; tis: weight each token by min(pi_train/pi_behaviour, tis_cap) (truncated importance sampling); "
+                    "decoupled: decoupled PPO, weight by pi_train/pi_behaviour, tokens above decoupled_cap left out. See docs/algorithms.md.")
+    tis_cap: float = Field(2.0, ge=1.0, description="tis: the cap C on a token's weight pi_train/pi_behaviour (larger weights are clamped to C). "
+                                                    "Also the threshold of the is_truncated_frac metric under off_policy none.")
+    decoupled_cap: float | None = Field(None, gt=1.0, description="decoupled: a token whose weight pi_train/pi_behaviour exceeds this is left out of the loss "
+                                                               "(AReaL's behav_imp_weight_cap); null: no cap.")
+
+    @property
+    def weight_cap(self) -> float | None:
+        """The cap that truncates a token's importance weight under the chosen correction."""
+        return self.decoupled_cap if self.off_policy == "decoupled" else self.tis_cap
 
 
 class LoraSection(_Strict):
