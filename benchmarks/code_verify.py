@@ -50,8 +50,11 @@ async def run(concurrency: int, passes: list[str]) -> dict:
     tasks = humaneval_tasks()
     config = VerifyConfig()
     rows = []
-    async with SandboxPool(get_sandbox("auto"), size=concurrency, limits=config.limits) as pool:
-        verifier = CodeVerifier(pool, config)
+    # wired as training wires the code domain: solutions and graders in separate pools
+    sandbox = get_sandbox("auto")
+    async with SandboxPool(sandbox, size=concurrency, limits=config.limits) as pool, \
+            SandboxPool(sandbox, size=concurrency, limits=config.limits) as graders:
+        verifier = CodeVerifier(pool, config, graders=graders)
         slots = asyncio.Semaphore(concurrency)
 
         async def one(task, answer):
@@ -86,7 +89,7 @@ async def run(concurrency: int, passes: list[str]) -> dict:
                 "wrong": wrong, "load_avg_before": round(load, 2),
             })
             print(f"{name}: {len(jobs)} answers in {wall:.2f} s, {len(wrong)} scored wrongly", flush=True)
-        started, reused = pool.started, pool.reused
+        started, reused = pool.started + graders.started, pool.reused + graders.reused
     return {
         "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
                     "platform": platform.platform()},
