@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import numpy as np
@@ -118,3 +119,79 @@ def test_a_sample_without_generated_tokens_is_ignored(tiny_model_path):
     stats = tr.update([empty, *SAMPLES])
     assert stats["tokens_trained"] == sum(sum(s.mask) for s in SAMPLES)
     assert stats["skipped"] == 0.0
+
+
+# --- off-policy correction ---------------------------------------------------------------------
+# Two samples whose advantages do not cancel, so the loss at ratio 1 is not 0: with token_mean,
+# loss = -(1.0 * 2 tokens + 0.5 * 2 tokens) / 4 tokens x weight = -0.75 x weight.
+SIGNED = [Sample(s.ids, s.mask, s.behaviour_logprobs, a) for s, a in zip(SAMPLES, [1.0, 0.5])]
+
+
+def _trainer_logprobs(tr: Trainer, samples: list[Sample]) -> list[list[float]]:
+    """The trainer's own log-probs of each sample's tokens (0 on the prompt), as the update will
+    compute them: the same packing, the same forward."""
+    (mb,) = list(tr._micro_batches(samples))  # the two samples share a prompt: one row
+    with torch.no_grad():
+        logp = tr._token_logprobs(tr.model, mb)  # [S, T]
+    return [[0.0] * 7 + logp[i, :2].tolist() for i in range(len(samples))]
+
+
+def _with_behaviour(samples: list[Sample], logps: list[list[float]], shift: float) -> list[Sample]:
+    """The samples as if drawn by an engine whose log-prob of every generated token is the
+    trainer's + shift (shift < 0: the engine found them less likely, so the weight is e^-shift)."""
+    return [Sample(s.ids, s.mask, [lp + shift if m else 0.0 for lp, m in zip(lps, s.mask)], s.advantage)
+            for s, lps in zip(samples, logps)]
+
+
+@pytest.mark.parametrize("method", ["tis", "decoupled"])
+def test_corrections_reduce_to_none_when_the_engine_agrees(tiny_model_path, method):
+    """With behaviour log-probs equal to the trainer's, every weight is exactly 1 and no metric
+    sees a gap: tis and decoupled take exactly the update that none takes."""
+    probe = _trainer(tiny_model_path)
+    samples = _with_behaviour(SIGNED, _trainer_logprobs(probe, SIGNED), 0.0)
+    base, corrected = _trainer(tiny_model_path), _trainer(tiny_model_path, off_policy=method)
+    a, b = base.update(samples), corrected.update(samples)
+    wa, wb = _weights(base), _weights(corrected)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert a["loss"] == b["loss"] == pytest.approx(-0.75)
+    assert (b["mismatch_abs_logp"], b["mismatch_kl"], b["is_truncated_frac"]) == (0.0, 0.0, 0.0)
+
+
+def test_none_ignores_the_behaviour_logprobs(tiny_model_path):
+    """off_policy none (the default) trains on the samples as if on-policy: whatever the engine
+    reported, the update is the same; only the mismatch metrics differ."""
+    logps = _trainer_logprobs(_trainer(tiny_model_path), SIGNED)
+    a, b = _trainer(tiny_model_path), _trainer(tiny_model_path)
+    sa = a.update(_with_behaviour(SIGNED, logps, 0.0))
+    sb = b.update(_with_behaviour(SIGNED, logps, -3.0))
+    wa, wb = _weights(a), _weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert sa["loss"] == sb["loss"] and sb["mismatch_abs_logp"] == pytest.approx(3.0, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "algo, loss",
+    [
+        ({}, -0.75),  # none: weight 1
+        ({"off_policy": "tis", "tis_cap": 2.0}, -0.75 * 2),  # e^3 = 20.1 clamped to 2
+        ({"off_policy": "decoupled"}, -0.75 * math.exp(3.0)),  # -15.06: the full weight
+        ({"off_policy": "decoupled", "decoupled_cap": 5.0}, 0.0),  # every token over the cap: dropped
+    ],
+)
+def test_stale_samples_are_weighted_by_the_chosen_correction(tiny_model_path, algo, loss):
+    """An engine that found every generated token e^3 times less likely than the trainer does
+    (log-prob 3 lower: weight pi_train / pi_behaviour = e^3 = 20.09) scales the loss of
+    -0.75 by the correction's weight. The metrics report the same gap under every correction:
+    |Δ log p| = 3; k3 of KL(behaviour || train) = r - 1 - log r with r = e^3, i.e.
+    20.0855 - 1 - 3 = 16.0855; and every token over the cap in force (tis_cap 2 under none and
+    tis, 5 under capped decoupled; none under uncapped decoupled)."""
+    logps = _trainer_logprobs(_trainer(tiny_model_path), SIGNED)
+    tr = _trainer(tiny_model_path, **algo)
+    stats = tr.update(_with_behaviour(SIGNED, logps, -3.0))
+    assert stats["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)
+    assert stats["mismatch_abs_logp"] == pytest.approx(3.0, abs=1e-5)
+    assert stats["mismatch_kl"] == pytest.approx(math.exp(3.0) - 1.0 - 3.0, rel=1e-5)  # 16.0855
+    over = tr.algo.weight_cap is not None
+    assert stats["is_truncated_frac"] == (1.0 if over else 0.0)
+    if loss == 0.0:
+        assert stats["grad_norm"] == 0.0  # nothing left to learn from

@@ -7,8 +7,14 @@ the clipped surrogate (and KL to a frozen reference when asked), accumulate, cli
 Samples whose advantage is zero contribute exactly nothing to the policy gradient when no KL
 term is used, so they are dropped before the forward pass (with GRPO, every group whose
 episodes all scored alike); the loss is normalised over the samples that remain, as DAPO's
-dynamic sampling does. With ``epochs == 1`` the update is fully on-policy and the "old"
-log-probs equal the new ones (detached), so no extra forward pass is spent on them.
+dynamic sampling does. There is one update per batch of rollouts, so the "old" (proximal)
+log-probs equal the new ones (detached) and no extra forward pass is spent on them.
+
+The samples were drawn by the engine, not by this policy: in bf16, and under the asynchronous
+orchestrator up to ``async.max_staleness`` versions ago. Each carries the engine's log-probs of its
+tokens (the behaviour policy); ``algorithm.off_policy`` chooses how the loss corrects for the gap
+(see :data:`practicum.algorithms.SURROGATES`), and the gap itself is reported on every update
+(``mismatch_abs_logp``, ``mismatch_kl``, ``is_truncated_frac``) whatever the correction.
 
 Full fine-tuning keeps fp32 master weights; LoRA (peft) trains adapters only and publishes
 merged weights. Checkpoints hold the weights or adapter, the optimiser, the RNG states and
@@ -157,7 +163,14 @@ class Trainer:
     # --- the update ------------------------------------------------------------------------
     def update(self, samples: list[Sample], temperature: float = 1.0) -> dict[str, float]:
         """One GRPO update. ``temperature`` is the rollouts' sampling temperature: the policy
-        being optimised is the tempered one, so its log-probs are computed at that temperature."""
+        being optimised is the tempered one, so its log-probs are computed at that temperature,
+        as the engine's behaviour log-probs are (with top_p < 1 the engine's are of the nucleus,
+        renormalised, which the trainer does not model: the mismatch metrics then include it).
+
+        Returns the step's statistics; over the trained tokens: ``mismatch_abs_logp`` (mean
+        |log pi_train - log pi_behaviour|), ``mismatch_kl`` (k3 estimate of
+        KL(pi_behaviour || pi_train)), ``is_truncated_frac`` (share of tokens whose weight
+        pi_train / pi_behaviour exceeds ``algorithm.weight_cap``)."""
         t0 = time.perf_counter()
         algo = self.algo
         keep = [s for s in samples if any(s.mask) and (algo.kl_coef > 0 or abs(s.advantage) > 1e-8)]
@@ -171,14 +184,19 @@ class Trainer:
             stats["train_seconds"] = time.perf_counter() - t0
             return stats
         norm = A.loss_normaliser([sum(s.mask) for s in keep], algo.aggregation, algo.max_tokens_norm)
-        totals = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0, "logp_mismatch": 0.0}
+        surrogate = A.SURROGATES[algo.off_policy]
+        totals = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0,
+                  "mismatch_abs_logp": 0.0, "mismatch_kl": 0.0, "is_truncated": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for mb in self._micro_batches(keep):
             mb = mb.to(self.device)
             logp = self._token_logprobs(self.model, mb, temperature)  # [S, T]
             tmask = mb.mask
-            old_logp = logp.detach()  # on-policy: one update per batch of rollouts
-            per_tok, clipped = A.clipped_surrogate(logp, old_logp, mb.advantages, algo.clip_low, algo.clip_high)
+            # the proximal ("old") policy is the current one: one update per batch of rollouts, so
+            # no second forward pass; the behaviour policy is the engine's, possibly stale
+            prox_logp = logp.detach()
+            per_tok, clipped = surrogate(logp, prox_logp, mb.behaviour, mb.advantages,
+                                         algo.clip_low, algo.clip_high, algo.weight_cap)
             if self.ref_model is not None:
                 with torch.no_grad():
                     ref_logp = self._token_logprobs(self.ref_model, mb, temperature)
@@ -191,8 +209,11 @@ class Trainer:
             totals["loss"] += float(loss.detach())
             totals["clip_frac"] += float((clipped * tmask).sum())
             totals["tokens"] += n_tok
-            # |trainer log-prob - engine log-prob|: how far the sampler's numerics drift from ours
-            totals["logp_mismatch"] += float(((logp.detach() - mb.behaviour).abs() * tmask).sum())
+            # how far the sampler (bf16 numerics, older weights) is from the policy being trained
+            gap = A.mismatch(prox_logp, mb.behaviour, tmask, algo.weight_cap)
+            totals["mismatch_abs_logp"] += float(gap.abs_logp)
+            totals["mismatch_kl"] += float(gap.kl)
+            totals["is_truncated"] += float(gap.truncated)
         params = [p for p in self.model.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         self.optimizer.step()
@@ -203,7 +224,12 @@ class Trainer:
             loss=totals["loss"],
             kl=totals["kl"] / tokens,
             clip_frac=totals["clip_frac"] / tokens,
-            logp_mismatch=totals["logp_mismatch"] / tokens,
+            mismatch_abs_logp=totals["mismatch_abs_logp"] / tokens,
+            mismatch_kl=totals["mismatch_kl"] / tokens,
+            is_truncated_frac=totals["is_truncated"] / tokens,
+            # the old name of mismatch_abs_logp, still read by tests/test_hf_engine.py and
+            # tests/test_embedded_model.py
+            logp_mismatch=totals["mismatch_abs_logp"] / tokens,
             tokens_trained=totals["tokens"],
             grad_norm=float(grad_norm),
             train_seconds=time.perf_counter() - t0,
