@@ -195,3 +195,41 @@ def test_stale_samples_are_weighted_by_the_chosen_correction(tiny_model_path, al
     assert stats["is_truncated_frac"] == (1.0 if over else 0.0)
     if loss == 0.0:
         assert stats["grad_norm"] == 0.0  # nothing left to learn from
+
+
+@pytest.mark.slow
+def test_embedded_model_mismatch_is_the_bf16_gap(quickstart_path):
+    """With nothing stale (the engine holds exactly the trainer's weights), the train-vs-rollout
+    mismatch is the numerics gap alone: the bf16 engine (KV-cache decode) against the trainer's
+    bf16-autocast forward over fp32 master weights. Measured on the embedded SmolLM2-135M with
+    the quickstart's prompts at temperature 1; the figure is in docs/algorithms.md:
+        .venv/bin/python -m pytest -q -s -m slow tests/test_trainer.py -k bf16_gap
+    """
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from practicum.config import load_config
+    from practicum.domains import build_domain
+    from practicum.engines.base import SamplingParams
+    from practicum.engines.hf import HFEngine
+
+    cfg = load_config(quickstart_path, [])
+    path = resolve_model(cfg.model.name)
+    domain = build_domain(cfg.domains[0], cfg.run.seed, cfg.base_dir)
+    tok = AutoTokenizer.from_pretrained(path)
+    chats = [[{"role": m.role, "content": m.content} for m in domain.source.train_task(i).prompt] for i in range(4)]
+    prompts = [tok(tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False), add_special_tokens=False).input_ids
+               for c in chats for _ in range(4)]
+    engine = HFEngine(path, dtype=torch.bfloat16)
+    replies = asyncio.run(engine.generate(prompts, SamplingParams(max_new_tokens=32, temperature=1.0, seed=1)))
+    samples = [Sample(p + c.ids, [0] * len(p) + [1] * len(c.ids), [0.0] * len(p) + c.logprobs, 1.0 if i % 2 else -1.0)
+               for i, (p, c) in enumerate(zip(prompts, replies))]
+    trainer = Trainer(path, TrainerConfig(), AlgorithmConfig())  # the defaults: bf16 autocast
+    stats = trainer.update(samples, temperature=1.0)
+    print(f"\nbf16 engine vs bf16-autocast trainer, {stats['tokens_trained']:.0f} tokens: "
+          f"mean |Δ log p| {stats['mismatch_abs_logp']:.4f}, k3 KL {stats['mismatch_kl']:.5f}, "
+          f"weights over tis_cap 2: {stats['is_truncated_frac']:.4f}")
+    assert 0 < stats["mismatch_abs_logp"] < 0.05
+    assert 0 <= stats["mismatch_kl"] < 0.01
+    assert stats["is_truncated_frac"] < 0.01
