@@ -147,6 +147,7 @@ def _fields_of(obj: BaseModel, prefix: str = "") -> list[str]:
         if info.exclude:
             continue
         value = getattr(obj, name)
+        name = info.alias or name  # `async` is spelt async_ in Python
         if isinstance(value, BaseModel):
             out += _fields_of(value, f"{prefix}{name}.")
         elif isinstance(value, list) and value and isinstance(value[0], BaseModel):

@@ -16,7 +16,8 @@ from practicum.envs.base import Observation
 from practicum.envs.math import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
 from practicum.envs.toy import ToyDomain
 from practicum.errors import EnvironmentFailure, ModelOutputFailure, VerifierFailure
-from practicum.loop import build_samples, sample_tasks
+from practicum.loop import build_samples
+from practicum.orchestrator import draw_task
 from practicum.records import EpisodeState, Group, GroupState, Message, Score, Task
 from practicum.rollout import run_groups
 
@@ -231,15 +232,15 @@ def test_build_samples_advantages_and_uniform_fraction():
     )
 
 
-def test_sample_tasks_is_a_pure_function_of_seed_and_step(domain):
-    """A step's tasks depend on (seed, step) only: equal when repeated, different across steps,
-    and drawn from every domain in proportion to its weight."""
+def test_drawn_tasks_are_a_pure_function_of_seed_and_draw_index(domain):
+    """The k-th drawn task depends on (seed, k) only: equal when repeated, different across
+    draws, and drawn from every domain in proportion to its weight."""
     toy = ToyDomain("toy")
     doms = [domain, toy]
-    a = sample_tasks(doms, [1.0, 1.0], 8, seed=5, step=3)
-    assert a == sample_tasks(doms, [1.0, 1.0], 8, seed=5, step=3)
-    assert [t.id for t in a] != [t.id for t in sample_tasks(doms, [1.0, 1.0], 8, seed=5, step=4)]
-    many = [t for s in range(1, 51) for t in sample_tasks(doms, [3.0, 1.0], 8, seed=0, step=s)]
+    a = [draw_task(doms, [1.0, 1.0], 5, k) for k in range(8)]
+    assert a == [draw_task(doms, [1.0, 1.0], 5, k) for k in range(8)]
+    assert [t.id for t in a] != [t.id for t in (draw_task(doms, [1.0, 1.0], 6, k) for k in range(8))]
+    many = [draw_task(doms, [3.0, 1.0], 0, k) for k in range(400)]
     share = sum(t.domain == "arith" for t in many) / len(many)
     assert 0.65 < share < 0.85  # weight 3:1 -> 0.75
     assert len({t.id for t in many if t.domain == "arith"}) == sum(t.domain == "arith" for t in many)

@@ -16,6 +16,7 @@ from practicum.envs.base import Domain, Environment
 from practicum.envs.toy import ToyDomain, word_score
 from practicum.errors import CheckpointError, StoreError
 from practicum.loop import build_samples, evaluate, train
+from practicum.records import GroupState
 from practicum.rollout import run_groups
 from practicum.store import Store
 from practicum.trainer import Sample, Trainer
@@ -237,17 +238,19 @@ def test_resume_equals_an_uninterrupted_run(tiny_run_config, tiny_model_path, mo
     else:
         real_update, calls = Trainer.update, []
 
-        def crash_in_step_3(self, samples, **kwargs):
+        def crash_in_step_3(self, samples, *args, **kwargs):
             calls.append(1)
             if len(calls) == 3:
                 raise Crash
-            return real_update(self, samples, **kwargs)
+            return real_update(self, samples, *args, **kwargs)
 
         monkeypatch.setattr(Trainer, "update", crash_in_step_3)
         with pytest.raises(Crash):
             train(tiny_run_config("resumed", mode_set), log=quiet)
         monkeypatch.setattr(Trainer, "update", real_update)
-        assert _train_groups(straight.run_dir.parent / "resumed", 3)  # the crash left step 3 behind
+        store = Store(straight.run_dir.parent / "resumed" / "store.sqlite")  # the crash left step 3's groups ready
+        assert len(store.groups(kind="train", state=GroupState.ready)) == 3
+        store.close()
     second = train(tiny_run_config("resumed", mode_set), resume=True, log=quiet)
     assert [m["policy_version"] for m in second.history] == [m["policy_version"] for m in straight.history[2:]]
 

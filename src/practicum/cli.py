@@ -25,6 +25,8 @@ models_app = typer.Typer(no_args_is_help=True, help="List and prepare models.")
 app.add_typer(models_app, name="models")
 tasks_app = typer.Typer(no_args_is_help=True, help="Check task folders.")
 app.add_typer(tasks_app, name="tasks")
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect training runs.")
+app.add_typer(runs_app, name="runs")
 
 
 def _register_subapps() -> None:
@@ -357,6 +359,34 @@ def tasks_check(
         counts = ", ".join(f"{sum(r.verdict == v for r in rows)} {v}" for v in dict.fromkeys(r.verdict for r in rows))
         console.print(f"{len(rows)} task(s): {counts}" + (" (statically; --run-solutions also runs them)" if not run_solutions else ""))
     if failing:
+        raise typer.Exit(1)
+
+
+@runs_app.command("audit")
+def runs_audit(
+    run: Annotated[Path, typer.Argument(help="A run folder (run.dir of its config).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Check that every task the run drew was trained exactly once, or dropped with a reason, or
+    failed: none lost, none trained twice. Prints the counts per state and reason; exits 1 when
+    the invariant does not hold (2 when RUN is not a run)."""
+    from practicum.audit import audit_run
+
+    try:
+        rep = audit_run(run)
+    except PracticumError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps({"ok": rep.ok, "drawn": rep.drawn, "groups": dict(rep.groups),
+                          "reasons": {f"{s}: {r}": n for (s, r), n in rep.reasons.items()},
+                          "episodes": dict(rep.episodes), "lost": rep.missing_draws, "in_flight": rep.in_flight,
+                          "trained_twice": rep.trained_twice, "unsettled_episodes": rep.unsettled_episodes,
+                          "retried_episodes": rep.retried_episodes, "requeued_groups": rep.requeued_groups,
+                          "reverted_groups": rep.reverted_groups}))
+    else:
+        for line in rep.lines():
+            console.print(escape(line), soft_wrap=True)
+    if not rep.ok:
         raise typer.Exit(1)
 
 

@@ -18,7 +18,7 @@ from practicum.errors import ConfigError
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
 
 class RunSection(_Strict):
@@ -110,6 +110,26 @@ class RolloutSection(_Strict):
     max_episode_seconds: float | None = Field(None, gt=0, description="Most wall time per episode (None: no limit).")
 
 
+class AsyncSection(_Strict):
+    """The orchestrator (``async:`` in the config file): staleness, concurrency, retries."""
+
+    max_staleness: int = Field(0, ge=0, description="How many policy versions a trained sample may lag behind: at most (max_staleness + 1) x prompts_per_step groups are in flight, and a ready group older than this when the trainer takes it is dropped (reason 'stale'). 0 is the synchronous loop.")
+    domain_concurrency: dict[str, int] = Field(default_factory=dict, description="Most episodes of a domain running at once, by domain name (default: no limit beyond the groups in flight).")
+    retries: dict[Literal["environment", "verifier", "engine", "rollout"], int] = Field(
+        default_factory=lambda: {"environment": 2, "verifier": 1, "engine": 2},
+        description="Retries per error kind of an episode that failed (it runs again from scratch); when they run out the episode stays failed and is kept out of the loss. Model output failures are data, never retried.")
+    min_episodes: int = Field(2, ge=1, description="A group with fewer usable (scored) episodes than this is failed instead of trained.")
+
+    @model_validator(mode="after")
+    def _positive(self) -> AsyncSection:
+        bad = {k: v for k, v in self.domain_concurrency.items() if v < 1}
+        if bad:
+            raise ValueError(f"domain_concurrency must be >= 1, got {bad}")
+        if any(v < 0 for v in self.retries.values()):
+            raise ValueError("retries must be >= 0")
+        return self
+
+
 class AlgorithmConfig(_Strict):
     advantage: Literal["grpo", "drgrpo"] = Field("grpo", description="grpo: centre and scale by group std; drgrpo: centre only.")
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = Field("token_mean", description="How per-token losses reduce to a batch loss.")
@@ -166,6 +186,8 @@ class RunConfig(_Strict):
     model: ModelSection = Field(default_factory=ModelSection)
     domains: list[DomainSection] = Field(..., min_length=1)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
+    async_: AsyncSection = Field(default_factory=AsyncSection, alias="async",
+                                 description="The orchestrator: staleness bound, concurrency, retries.")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     eval: EvalSection = Field(default_factory=EvalSection)
@@ -264,8 +286,9 @@ def describe(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
                 lines += describe(args[0], f"{prefix}{name}[].")
                 continue
         if sub is not None:
-            lines += describe(sub, f"{prefix}{name}.")
+            lines += describe(sub, f"{prefix}{f.alias or name}.")
             continue
+        name = f.alias or name
         default = "required" if f.is_required() else repr(f.get_default(call_default_factory=True))
         lines.append(f"{prefix}{name} (default {default}): {f.description or ''}")
     return lines

@@ -22,7 +22,8 @@ Tree::
     └── RolloutFailure         a failure of one episode (recorded, never fatal)
         ├── ModelOutputFailure the model's output is not what was asked
         ├── EnvironmentFailure the environment or a tool failed on this episode
-        └── VerifierFailure    the verifier could not score this episode
+        ├── VerifierFailure    the verifier could not score this episode
+        └── EngineFailure      the engine could not generate this episode's turn
 """
 
 from __future__ import annotations
@@ -79,3 +80,10 @@ class VerifierFailure(RolloutFailure):
     """The verifier could not produce a score for this episode."""
 
     kind = "verifier"
+
+
+class EngineFailure(RolloutFailure):
+    """The engine failed to generate a turn (a crashed or unreachable inference server, an
+    out-of-memory error). Raised at the engine boundary so that the orchestrator can retry."""
+
+    kind = "engine"

@@ -1,17 +1,17 @@
 """The closed loop on one machine: generate -> execute -> score -> store -> update.
 
 :func:`train` runs a whole training run from a :class:`~practicum.config.RunConfig`:
-held-out evaluation before, steps of (sample tasks, roll out groups, store them, compute
-group advantages, update, publish weights to the engine), periodic evaluation and
-checkpoints, evaluation after. Every step's task sample and generation seed are pure
-functions of (run seed, step), so ``resume=True`` continues from the latest checkpoint and
-produces exactly what an uninterrupted run would have.
+held-out evaluation before, steps of (take ready groups from the orchestrator, compute group
+advantages, update, publish weights to the engine, record the groups trained), periodic
+evaluation and checkpoints, evaluation after. The orchestrator (:mod:`practicum.orchestrator`)
+draws tasks and runs episodes concurrently, within the staleness bound of ``async``; every
+transition is in the store, so ``resume=True`` continues from the latest checkpoint after any
+crash with nothing lost and nothing trained twice (``practicum runs audit`` checks it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import shutil
 import time
 from collections.abc import Callable
@@ -25,10 +25,12 @@ from practicum import algorithms as A
 from practicum.config import RunConfig
 from practicum.domains import build_domain
 from practicum.engines.base import Engine, SamplingParams
+from practicum.engines.batching import BatchingEngine
 from practicum.envs.base import Domain
 from practicum.errors import CheckpointError, StoreError
 from practicum.metrics import MetricsWriter
-from practicum.records import Group, GroupState, Task
+from practicum.orchestrator import Limits, Orchestrator, Policy
+from practicum.records import Group, GroupState
 from practicum.rollout import run_groups
 from practicum.store import Store
 from practicum.trainer import Sample, Trainer
@@ -59,30 +61,26 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def step_seed(seed: int, step: int) -> int:
-    return (seed * 1_000_003 + step * 7919) % (2**31)
-
-
-def sample_tasks(domains: list[Domain], weights: list[float], n: int, seed: int, step: int) -> list[Task]:
-    """The tasks of one step: domains drawn by weight, each slot's index unique to (step, slot)."""
-    rng = random.Random(step_seed(seed, step))
-    picks = rng.choices(range(len(domains)), weights=weights, k=n)
-    return [domains[d].source.train_task(step * n + slot) for slot, d in enumerate(picks)]
-
-
 def build_samples(groups: list[Group], kind: A.AdvantageKind) -> tuple[list[Sample], float]:
     """Group-normalised advantages -> training samples. Returns also the fraction of groups
-    whose rewards were all equal (no learning signal)."""
+    whose rewards were all equal (no learning signal).
+
+    Only trainable episodes count (:attr:`~practicum.records.Episode.trainable`): one that
+    failed before the model spoke has nothing to train on, and one that an infrastructure
+    failure ended (its retries spent) is kept out of the loss and out of its group's baseline.
+    """
     samples: list[Sample] = []
     uniform = 0
     for g in groups:
-        rewards = torch.tensor(g.rewards, dtype=torch.float32).unsqueeze(0)  # [1, n]
+        eps = [e for e in g.episodes if e.trainable]
+        if not eps:  # nothing the model said can be trained on: no signal
+            uniform += 1
+            continue
+        rewards = torch.tensor([e.reward for e in eps], dtype=torch.float32).unsqueeze(0)  # [1, n]
         adv = A.group_advantages(rewards, kind)[0]  # [n]
         if float(rewards.max() - rewards.min()) < 1e-9:
             uniform += 1
-        for ep, a in zip(g.episodes, adv.tolist()):
-            if not ep.turns:
-                continue  # failed before the model spoke: nothing to train on
+        for ep, a in zip(eps, adv.tolist()):
             ids, mask, logps = ep.training_sequence()
             samples.append(Sample(ids, mask, logps, a))
     return samples, uniform / max(len(groups), 1)
@@ -137,11 +135,15 @@ async def evaluate(
 
 
 class Run:
-    """Everything a training run holds: domains, engine, trainer, store, metrics."""
+    """Everything a training run holds: domains, engine, trainer, store, orchestrator, metrics.
+
+    The parts are built from the config unless given (``engine``, ``trainer``, ``domains``):
+    tests and benchmarks pass their own (a scripted engine, a toy domain) and run the real loop.
+    """
 
     def __init__(self, cfg: RunConfig, resume: bool = False, overwrite: bool = False,
-                 log: Callable[[str], None] = print) -> None:
-        from practicum.engines.hf import HFEngine
+                 log: Callable[[str], None] = print, *, engine: Engine | None = None,
+                 trainer: Trainer | None = None, domains: list[Domain] | None = None) -> None:
         from practicum.models import resolve_model
 
         self.cfg = cfg
@@ -160,17 +162,32 @@ class Run:
         if resume and not store_path.exists():
             raise CheckpointError(f"nothing to resume: {store_path} does not exist")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+        self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
-        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
-        self.engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+        if engine is None:
+            from practicum.engines.hf import HFEngine
+
+            dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
+            engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+        self.engine = BatchingEngine(engine)
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
-        self.trainer = Trainer(model_path, cfg.trainer, cfg.algorithm, device=cfg.model.device)
+        self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,
+                                                                   device=cfg.model.device)
         self.store = Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
+        r = cfg.rollout
+        params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
+        self.orch = Orchestrator(
+            self.domains, self.weights, self.engine, self.store,
+            Limits(r.group_size, r.prompts_per_step, params, r.max_turns, r.max_episode_tokens, r.max_episode_seconds),
+            Policy(cfg.async_.max_staleness, dict(cfg.async_.domain_concurrency), dict(cfg.async_.retries),
+                   min(cfg.async_.min_episodes, r.group_size)),
+            cfg.run.seed, log)
         self.start_step = 0
         self.train_seconds = 0.0
+        self._checkpoint_step = 0
+        self.resuming = resume
         if resume:
             self._resume()
         else:
@@ -204,16 +221,16 @@ class Run:
         if old.get("run", {}).get("seed") != self.cfg.run.seed:
             raise CheckpointError("cannot resume: run.seed differs from the stored run's")
         ckpts = self.checkpoints()
-        if not ckpts:
-            self.store.drop_after(-1)
-            self.log("resume: no checkpoint yet, starting from step 1")
-            return
-        state = self.trainer.load(ckpts[-1])
-        self.start_step = int(state["next_step"]) - 1
-        self.train_seconds = float(state.get("train_seconds", 0.0))
-        dropped = self.store.drop_after(self.start_step)
-        self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
-        self.log(f"resume: from {ckpts[-1].name} (step {self.start_step}); {dropped} later groups will be redone")
+        if ckpts:
+            state = self.trainer.load(ckpts[-1])
+            self.start_step = int(state["next_step"]) - 1
+            self.train_seconds = float(state.get("train_seconds", 0.0))
+            self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
+        self._checkpoint_step = self.start_step
+        self.store.drop_after(self.start_step, kind="eval")
+        self.store.drop_metrics_after(self.start_step)
+        where = f"from {ckpts[-1].name} (step {self.start_step})" if ckpts else "with no checkpoint yet, from step 1"
+        self._resume_note = where
 
     # --- the loop -----------------------------------------------------------------------------
     async def evaluate(self, step: int, limit: int | None = None) -> EvalResult:
@@ -225,33 +242,39 @@ class Run:
         self.metrics.write(step, "eval", flat)
         return res
 
+    async def start(self) -> None:
+        """Start the orchestrator (settling what a crash left first, on resume)."""
+        if self.resuming:
+            done = self.orch.recover(self._checkpoint_step, self.trainer.version)
+            self.log(f"resume: {self._resume_note}; {done['reverted']} group(s) whose update was lost go back to "
+                     f"the queue, {done['kept_ready']} ready group(s) kept, {done['requeued']} re-queued")
+        self.orch.remaining = (self.cfg.run.steps - self.start_step) * self.cfg.rollout.prompts_per_step
+        await self.orch.start(self.trainer.version)
+
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
-        tasks = sample_tasks(self.domains, self.weights, cfg.rollout.prompts_per_step, cfg.run.seed, step)
-        by_name = {d.name: d for d in self.domains}
-        params = SamplingParams(
-            max_new_tokens=cfg.rollout.max_new_tokens,
-            temperature=cfg.rollout.temperature,
-            top_p=cfg.rollout.top_p,
-            seed=step_seed(cfg.run.seed, step),
-        )
-        groups = await run_groups(tasks, cfg.rollout.group_size, lambda t: by_name[t.domain].make_env(),
-                                  self.engine, params, cfg.rollout.max_turns, cfg.rollout.max_episode_tokens,
-                                  cfg.rollout.max_episode_seconds)
+        counts0 = dict(self.orch.counts)
+        groups = await self.orch.next_batch(cfg.rollout.prompts_per_step)
         gen_seconds = time.perf_counter() - t0
-        for g in groups:
-            g.step = step
-            self.store.add_group(g, step)
         samples, uniform = build_samples(groups, cfg.algorithm.advantage)
-        stats = self.trainer.update(samples, temperature=cfg.rollout.temperature or 1.0)
+        version_before = self.trainer.version
+        # the update runs off the event loop: episodes of later groups keep going meanwhile
+        stats = await asyncio.to_thread(self.trainer.update, samples, cfg.rollout.temperature or 1.0)
         if not stats["skipped"]:
-            self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
-        self.store.set_group_state([g.id for g in groups], GroupState.trained)
+            await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
+        lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]
+        self.orch.trained(groups, step, self.trainer.version)
         gen_tokens = sum(len(t.completion_ids) for g in groups for e in g.episodes for t in e.turns)
         m: dict[str, Any] = {
             **stats,
             "uniform_groups": uniform,
+            "lag_mean": sum(lags) / max(len(lags), 1),
+            "lag_max": max(lags, default=0),
+            "dropped_groups": self.orch.counts["dropped"] - counts0["dropped"],
+            "failed_groups": self.orch.counts["failed_groups"] - counts0["failed_groups"],
+            "retried_episodes": self.orch.counts["retried"] - counts0["retried"],
+            "in_flight": len(self.orch.in_flight),
             "gen_seconds": gen_seconds,
             "gen_tokens": gen_tokens,
             "gen_tok_per_s": gen_tokens / max(gen_seconds, 1e-9),
@@ -279,6 +302,11 @@ class Run:
         return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss} | "
                 f"{m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s")
 
+    async def aclose(self) -> None:
+        await self.orch.close()
+        await self.engine.close()
+        self.close()
+
     def close(self) -> None:
         self.metrics.close()
         self.store.close()
@@ -288,6 +316,7 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
                       log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
     run = Run(cfg, resume=resume, overwrite=overwrite, log=log)
     try:
+        await run.start()
         before = None
         if cfg.eval.before and run.start_step == 0:
             before = await run.evaluate(0)
@@ -312,17 +341,23 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
             if limit_hit:
                 log(f"time limit of {cfg.run.time_limit_minutes} min reached after step {step}")
                 break
+        if step >= cfg.run.steps or (cfg.run.time_limit_minutes is not None
+                                     and run.train_seconds >= cfg.run.time_limit_minutes * 60):
+            dropped = await run.orch.finish()
+            if dropped:
+                log(f"{dropped} group(s) drawn ahead were not trained (dropped: the run ended)")
         after = None
         if cfg.eval.after:
             after = await run.evaluate(step)
             log(f"held-out after training:  {after.line()}")
         return TrainResult(run.run_dir, step, before, after, history)
     finally:
+        await run.orch.close()
         for dom in run.domains:  # domains that keep sandbox sessions warm release them here
             close = getattr(dom, "close", None)
             if close is not None:
                 await close()
-        run.close()
+        await run.aclose()
 
 
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,

@@ -76,9 +76,27 @@ class Turn(BaseModel):
 
 
 class EpisodeState(StrEnum):
-    running = "running"
-    done = "done"
+    """Lifecycle of an episode, recorded in the store when each transition happens.
+
+    ``queued`` (drawn, waiting for a slot) -> ``generating`` (the model is writing a turn) <->
+    ``executing`` (the environment runs the turn's actions) -> ``scoring`` (the verifier runs)
+    -> ``ready`` (scored, not yet trained on) -> ``trained``. Off the main path: ``dropped``
+    (kept out of training on purpose, with a reason: stale, its group dropped...) and
+    ``failed`` (an infrastructure error outlived its retries: error kind and attempt count).
+    """
+
+    queued = "queued"
+    generating = "generating"
+    executing = "executing"
+    scoring = "scoring"
+    ready = "ready"
+    trained = "trained"
+    dropped = "dropped"
     failed = "failed"
+    done = "ready"  # the older name of ready
+
+
+ACTIVE_EPISODE = frozenset({EpisodeState.queued, EpisodeState.generating, EpisodeState.executing, EpisodeState.scoring})
 
 
 class Episode(BaseModel):
@@ -91,7 +109,9 @@ class Episode(BaseModel):
     turns: list[Turn] = Field(default_factory=list)
     score: Score | None = None
     errors: list[EpisodeError] = Field(default_factory=list)
-    state: EpisodeState = EpisodeState.running
+    state: EpisodeState = EpisodeState.generating
+    attempt: int = 1  # 1 + the retries this episode took (a retry starts the episode afresh)
+    reason: str = ""  # why it was dropped or failed
     started_at: float = Field(default_factory=time.time)
     seconds: float = 0.0
     info: dict[str, Any] = Field(default_factory=dict)
@@ -103,6 +123,17 @@ class Episode(BaseModel):
     @property
     def policy_version(self) -> int:
         return min((t.policy_version for t in self.turns), default=-1)
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the loss may use it: it has turns, and it was scored - or it failed through
+        the model's own output (data, scored 0). An infrastructure failure (environment,
+        verifier, engine) is kept out of the loss."""
+        if not self.turns:
+            return False
+        if self.state == EpisodeState.failed:
+            return bool(self.errors) and self.errors[-1].kind == "model_output"
+        return self.state not in (EpisodeState.dropped,)
 
     def training_sequence(self) -> tuple[list[int], list[int], list[float]]:
         """The token ids of the whole trajectory, their loss mask and behaviour log-probs.
@@ -128,13 +159,20 @@ class Episode(BaseModel):
 
 
 class GroupState(StrEnum):
-    """Lifecycle of a group in the store."""
+    """Lifecycle of a group in the store (see :class:`EpisodeState` for its episodes)."""
 
-    pending = "pending"  # scheduled, rollouts not finished
-    scored = "scored"  # all episodes scored, not yet trained on
-    trained = "trained"  # consumed by an update
+    queued = "queued"  # drawn, waiting for admission
+    generating = "generating"  # its episodes are running
+    ready = "ready"  # every episode ended (scored or failed), not yet trained on
+    trained = "trained"  # consumed by an update (and kept by a checkpoint, after a resume)
+    dropped = "dropped"  # kept out of training on purpose, with a reason
+    failed = "failed"  # could not be completed: too few episodes survived their retries
     evaluated = "evaluated"  # an evaluation group (never trained on)
-    failed = "failed"  # could not be completed
+    pending = "queued"  # older names
+    scored = "ready"
+
+
+TERMINAL_GROUP = frozenset({GroupState.trained, GroupState.dropped, GroupState.failed, GroupState.evaluated})
 
 
 class Group(BaseModel):
@@ -143,9 +181,12 @@ class Group(BaseModel):
     id: str = Field(default_factory=new_id)
     task: Task
     episodes: list[Episode] = Field(default_factory=list)
-    state: GroupState = GroupState.pending
+    state: GroupState = GroupState.queued
     step: int = -1  # the training step that consumed (or will consume) it
-    policy_version: int = 0
+    policy_version: int = 0  # the policy version when it was dispatched
+    draw: int = -1  # its index in the run's sequence of drawn tasks (-1: not drawn by the orchestrator)
+    attempts: int = 1  # how many times its rollouts were started (a re-queue after a crash adds one)
+    reason: str = ""  # why it was dropped or failed
 
     @property
     def rewards(self) -> list[float]:

@@ -11,14 +11,26 @@ propagates.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Environment
 from practicum.errors import RolloutFailure
-from practicum.records import Episode, EpisodeError, EpisodeState, Group, GroupState, Message, Score, Task, Turn
+from practicum.records import (
+    ACTIVE_EPISODE,
+    Episode,
+    EpisodeError,
+    EpisodeState,
+    Group,
+    GroupState,
+    Message,
+    Score,
+    Task,
+    Turn,
+)
 from practicum.tools import with_tool_prompt
 
 
@@ -51,7 +63,7 @@ async def run_episodes(
     live = list(await asyncio.gather(*(_start(task, env, engine) for task, env in zip(tasks, envs))))
 
     for turn_no in range(max_turns):
-        active = [x for x in live if x.episode.state == EpisodeState.running]
+        active = [x for x in live if x.episode.state in ACTIVE_EPISODE]
         if not active:
             break
         completions = await engine.generate([x.ids for x in active], params)
@@ -59,7 +71,7 @@ async def run_episodes(
         await asyncio.gather(*steps)
         ends = []
         for x in active:
-            if x.episode.state != EpisodeState.running:
+            if x.episode.state not in ACTIVE_EPISODE:
                 continue
             generated = sum(len(t.completion_ids) for t in x.episode.turns)
             if max_tokens is not None and generated >= max_tokens:
@@ -69,14 +81,79 @@ async def run_episodes(
         await asyncio.gather(*ends)
 
     await asyncio.gather(*(_end(x, "turn_limit", f"no final answer in {max_turns} turns")
-                           for x in live if x.episode.state == EpisodeState.running))
+                           for x in live if x.episode.state in ACTIVE_EPISODE))
     for x in live:
         x.episode.seconds = time.time() - x.episode.started_at
     return [x.episode for x in live]
 
 
-async def _start(task: Task, env: Environment, engine: Engine) -> _Live:
-    ep = Episode(task_id=task.id, domain=task.domain)
+StateHook = Callable[[Episode], Awaitable[None] | None]
+
+
+async def run_episode(
+    task: Task,
+    env: Environment,
+    engine: Engine,
+    params: SamplingParams,
+    max_turns: int = 1,
+    max_tokens: int | None = None,
+    max_seconds: float | None = None,
+    on_state: StateHook | None = None,
+    episode: Episode | None = None,
+) -> Episode:
+    """Run one episode on its own, turn by turn, and return it ready (scored) or failed.
+
+    The same rules as :func:`run_episodes` (limits, failures as data), but nothing waits for
+    other episodes: ``engine`` batches concurrent calls itself (:class:`BatchingEngine`).
+    ``on_state(episode)`` is called after every lifecycle transition (generating, executing,
+    scoring, ready, failed), so that the store records it when it happens. An engine failure
+    (:class:`~practicum.errors.EngineFailure`) fails the episode like any rollout failure.
+    """
+
+    async def moved(state: EpisodeState) -> None:
+        x.episode.state = state
+        if on_state is not None:
+            r = on_state(x.episode)
+            if r is not None:
+                await r
+
+    x = await _start(task, env, engine, episode)
+    if on_state is not None and x.episode.state == EpisodeState.failed:
+        await moved(EpisodeState.failed)
+    for turn_no in range(max_turns):
+        if x.episode.state not in ACTIVE_EPISODE:
+            break
+        await moved(EpisodeState.generating)
+        turn_params = params if params.seed is None else dataclasses.replace(params, seed=params.seed + 7919 * turn_no)
+        try:
+            [completion] = await engine.generate([x.ids], turn_params)
+        except RolloutFailure as e:
+            _fail(x.episode, e)
+            await x.env.close()
+            break
+        await moved(EpisodeState.executing)
+        await _advance(x, completion, engine, turn_no + 1 == max_turns)
+        if x.episode.state not in ACTIVE_EPISODE:
+            break
+        generated = sum(len(t.completion_ids) for t in x.episode.turns)
+        if max_tokens is not None and generated >= max_tokens:
+            await moved(EpisodeState.scoring)
+            await _end(x, "token_limit", f"{generated} tokens generated (limit {max_tokens})")
+        elif max_seconds is not None and time.time() - x.episode.started_at >= max_seconds:
+            await moved(EpisodeState.scoring)
+            await _end(x, "time_limit", f"episode ran past {max_seconds} s")
+    if x.episode.state in ACTIVE_EPISODE:
+        await moved(EpisodeState.scoring)
+        await _end(x, "turn_limit", f"no final answer in {max_turns} turns")
+    x.episode.seconds = time.time() - x.episode.started_at
+    if on_state is not None:
+        await moved(x.episode.state)
+    return x.episode
+
+
+async def _start(task: Task, env: Environment, engine: Engine, episode: Episode | None = None) -> _Live:
+    ep = episode if episode is not None else Episode(task_id=task.id, domain=task.domain)
+    ep.state = EpisodeState.executing
     try:
         obs = await env.reset(task)
     except RolloutFailure as e:
