@@ -297,16 +297,26 @@ class Trainer:
         """The policy's weights under the base model's parameter names (LoRA merged)."""
         if self.cfg.mode != "lora":
             return {k: v.detach() for k, v in self.model.state_dict().items()}
-        self.model.merge_adapter()
-        try:
-            out = {}
-            for k, v in self.model.get_base_model().state_dict().items():
-                if "lora_" in k:
-                    continue
-                out[k.replace(".base_layer.", ".")] = v.detach().clone()
-            return out
-        finally:
-            self.model.unmerge_adapter()
+        # Merged out of place: peft's merge_adapter/unmerge_adapter add and subtract the delta
+        # in place, which drifts the base weights by rounding at every export (a resumed run,
+        # whose base comes fresh from disk, would then train differently).
+        from peft.tuners.lora import LoraLayer
+
+        deltas = {}
+        for name, module in self.model.get_base_model().named_modules():
+            if isinstance(module, LoraLayer):
+                for adapter in module.active_adapters:
+                    if adapter in module.lora_A:
+                        d = module.get_delta_weight(adapter).detach()
+                        key = f"{name}.base_layer.weight"
+                        deltas[key] = deltas[key] + d if key in deltas else d
+        out = {}
+        for k, v in self.model.get_base_model().state_dict().items():
+            if "lora_" in k:
+                continue
+            w = v.detach()
+            out[k.replace(".base_layer.", ".")] = w + deltas[k].to(w.dtype) if k in deltas else w.clone()
+        return out
 
     # --- checkpoints -----------------------------------------------------------------------
     def save(self, path: Path, extra: dict) -> None:
