@@ -1,17 +1,51 @@
-"""In-process transformers engine: batched sampling with a KV cache on CPU or GPU.
+"""In-process transformers engine: continuous batching with a KV cache on CPU or GPU.
 
 The engine keeps its own copy of the weights in the generation dtype (bf16 on CPU is about
 twice as fast as fp32 for the embedded model), separate from the trainer's fp32 master
 weights; :meth:`HFEngine.load_weights` copies new weights in place after each update.
-Prompts are left-padded into one batch; the per-token log-probabilities are those of the
-distribution actually sampled from (after temperature and top-p).
+
+**Continuous batching.** :meth:`HFEngine.submit` (one request) and :meth:`HFEngine.generate`
+(n requests submitted together) hand requests to one decode thread that owns the running
+batch. Between two decode steps it admits waiting requests (at most ``max_batch`` rows decode
+at once): it prefills them - each distinct prompt once, its KV-cache rows copied for repeats
+(a group's first turn) - and merges their cache rows into the running ``DynamicCache``,
+left-padding whichever side is shorter along the sequence axis, with the attention mask
+extended to match; positions stay per row. A request leaves the batch, and its caller gets its
+:class:`Completion`, as soon as it ends (its stop token, stop string or ``max_new_tokens``),
+and padding columns no remaining row needs are dropped.
+
+**Sampling.** Each request samples with its own settings (temperature, top-p, stop strings,
+length) and its own ``torch.Generator``, by inverse CDF over the distribution it samples from:
+its tokens depend only on its seed and its logits, not on what else is in the batch. Its seed
+is derived from ``params.seed``, its prompt ids and n, the number of earlier requests with the
+same seed and prompt (the index within the call for :meth:`generate`; a count kept by the
+engine for :meth:`submit`), so the episodes of a group that share a seed still sample
+differently. Without ``params.seed`` the seed is drawn from torch's global RNG (so
+``torch.manual_seed`` makes a run reproducible). Log-probs are those of the distribution
+actually sampled from (after temperature and top-p). Whether a request ran alone or joined
+others changes its logits only by floating-point rounding (batch shape, padding length).
+
+**Weights** are published between decode steps, never during one: :meth:`load_weights` from
+another thread waits for the step in progress to end. A request decoding across an update
+keeps its KV cache and continues under the new weights; its per-token log-probs are still
+those it was sampled from, and ``policy_version`` is the version it started under
+(``extra["policy_version_last"]`` the one it ended under).
+
+:meth:`generate_sync` is the previous batch-at-a-time path (one left-padded batch per call,
+one generator for the batch), kept as the reference that tests and benchmarks compare with.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import struct
+import threading
 import time
-from collections.abc import Mapping
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,19 +59,85 @@ def _sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Te
     logits [B, V] float32 -> [B, V] (tokens outside the nucleus get -inf)."""
     if params.temperature <= 0:
         return torch.log_softmax(logits, dim=-1)
-    logits = logits / params.temperature
-    if params.top_p < 1.0:
-        sorted_logits, idx = torch.sort(logits, dim=-1, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # drop a token when the tokens ranked above it already cover top_p of the mass
-        drop = (probs.cumsum(-1) - probs) >= params.top_p
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, sorted_logits)
-    return torch.log_softmax(logits, dim=-1)
+    return torch.log_softmax(_nucleus(logits / params.temperature, torch.tensor([params.top_p]))
+                             if params.top_p < 1.0 else logits / params.temperature, dim=-1)
+
+
+def _nucleus(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """logits [B, V], top_p [B] -> logits with the tokens outside each row's nucleus at -inf."""
+    sorted_logits, idx = torch.sort(logits, dim=-1, descending=True)
+    probs = torch.softmax(sorted_logits, dim=-1)
+    # drop a token when the tokens ranked above it already cover top_p of the mass
+    drop = (probs.cumsum(-1) - probs) >= top_p.to(probs.device).unsqueeze(-1)
+    sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, idx, sorted_logits)
+
+
+def _row_logprobs(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Per-row :func:`_sampling_logprobs`: logits [B, V] float32, temperature [B], top_p [B]
+    -> [B, V]. Every operation is row-wise, so a row's result does not depend on the others."""
+    out = torch.empty_like(logits)
+    greedy = temperature <= 0
+    if bool(greedy.any()):
+        out[greedy] = torch.log_softmax(logits[greedy], dim=-1)
+    sampled = ~greedy
+    if bool(sampled.any()):
+        x = logits[sampled] / temperature[sampled].to(logits.device).unsqueeze(-1)
+        p = top_p[sampled]
+        nuc = p < 1.0
+        if bool(nuc.any()):
+            x[nuc] = _nucleus(x[nuc], p[nuc])
+        out[sampled] = torch.log_softmax(x, dim=-1)
+    return out
+
+
+def _prompt_digest(ids: list[int]) -> bytes:
+    return hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()
+
+
+def _request_seed(seed: int, digest: bytes, n: int) -> int:
+    """The generator seed of the n-th request with this seed and prompt (63 bits)."""
+    h = hashlib.blake2b(struct.pack("<qq", seed % 2**63, n) + digest, digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1
 
 
 def _as_dicts(messages: list[Message]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content} for m in messages]
+
+
+@dataclass(eq=False)
+class _Request:
+    ids: list[int]
+    params: SamplingParams
+    seed: int | None  # the request's own generator seed; None when greedy
+    deliver: Callable[[Completion | BaseException], None]
+    submitted: float
+    started: float = 0.0
+    version: int = 0
+    out_ids: list[int] = field(default_factory=list)
+    out_logp: list[float] = field(default_factory=list)
+    gen: torch.Generator | None = None
+    cancelled: bool = False  # set by the caller's coroutine; the row leaves at the next step
+
+
+@dataclass
+class _Batch:
+    """The running decode batch. The cache holds every token of every row so far; ``logits``
+    are each row's next-token logits."""
+
+    rows: list[_Request]
+    cache: object  # transformers DynamicCache: per layer keys/values [B, H, L, D]
+    logits: torch.Tensor  # [B, V]
+    attention: torch.Tensor  # [B, L], left-padded
+    next_pos: torch.Tensor  # [B], position of each row's next token
+
+
+def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    if n == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = n
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
 
 
 class HFEngine:
@@ -53,7 +153,7 @@ class HFEngine:
         self.path = Path(path)
         self.device = torch.device(device)
         self.dtype = dtype
-        self.max_batch = max_batch
+        self.max_batch = max_batch  # most rows decoding at once; the rest wait
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -62,7 +162,19 @@ class HFEngine:
         self.model.eval()
         self.model.requires_grad_(False)
         self.policy_version = 0
-        self._lock = asyncio.Lock()  # one generate at a time on one model
+        self.continuous = True  # batches concurrent requests itself (see BatchingEngine)
+        self.steps = 0  # decode steps run by the continuous path (for tests and benchmarks)
+        self.admissions = 0  # prefills that joined a batch
+        self._lock = asyncio.Lock()  # generate_sync callers through the old async path
+        self._compute = threading.Lock()  # one forward pass (or weight copy) at a time
+        self._cond = threading.Condition()  # guards the queue, the weight hand-off and the thread
+        self._waiting: list[_Request] = []
+        self._weights: tuple[Mapping[str, torch.Tensor], int] | None = None
+        self._weights_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._counts: OrderedDict[tuple[int, bytes], int] = OrderedDict()  # submit's n per (seed, prompt)
+        self.coalesce_s = 0.002  # an idle decode thread waits this long for requests that arrive together
 
     # --- chat rendering -------------------------------------------------------------------
     @property
@@ -109,11 +221,217 @@ class HFEngine:
             ids.append(self.tokenizer.eos_token_id)
         return ids
 
-    # --- generation ------------------------------------------------------------------------
+    # --- continuous batching: the callers' side ---------------------------------------------
+    async def submit(self, ids: list[int], params: SamplingParams) -> Completion:
+        """Sample one completion for ``ids``; it joins the running batch at the next step and
+        returns as soon as it ends. Its seed's n counts earlier submits of the same seed and
+        prompt (the engine remembers the last 65,536 of them)."""
+        n = 0
+        if params.seed is not None and params.temperature > 0:
+            key = (params.seed, _prompt_digest(ids))
+            with self._cond:
+                n = self._counts.pop(key, 0)
+                self._counts[key] = n + 1
+                if len(self._counts) > 65536:
+                    self._counts.popitem(last=False)
+        (completion,) = await self._run([ids], params, first=n)
+        return completion
+
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Sample one completion per prompt: n requests submitted together (the i-th repeat of a
+        prompt in the call has n = i), each returned to this call when all have ended."""
+        return await self._run(prompts, params, first=0)
+
+    async def _run(self, prompts: list[list[int]], params: SamplingParams, first: int) -> list[Completion]:
+        loop = asyncio.get_running_loop()
+        base = params.seed
+        if base is None and params.temperature > 0:
+            base = int(torch.randint(0, 2**62, ()).item())  # torch's global RNG, like the rest of torch
+        seen: dict[bytes, int] = {}
+        futures, requests = [], []
+        now = time.perf_counter()
+        for ids in prompts:
+            seed = None
+            if base is not None:
+                d = _prompt_digest(ids)
+                n = seen.get(d, first)
+                seen[d] = n + 1
+                seed = _request_seed(base, d, n)
+            fut: asyncio.Future = loop.create_future()
+            requests.append(_Request(list(ids), params, seed, _deliverer(loop, fut), now))
+            futures.append(fut)
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the engine is closed")
+            self._waiting.extend(requests)
+            self._ensure_thread()
+            self._cond.notify_all()
+        try:
+            return list(await asyncio.gather(*futures))
+        except asyncio.CancelledError:
+            for r in requests:
+                r.cancelled = True
+            raise
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._serve, name="hf-engine-decode", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the decode thread; requests still waiting or decoding fail."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    # --- continuous batching: the decode thread ----------------------------------------------
+    def _serve(self) -> None:
+        batch: _Batch | None = None
+        while True:
+            with self._cond:
+                while True:
+                    self._apply_pending_weights()
+                    if self._closing:
+                        self._fail_all(batch, RuntimeError("the engine was closed"))
+                        return
+                    self._waiting = [r for r in self._waiting if not r.cancelled]
+                    if self._waiting or batch is not None:
+                        break
+                    self._cond.wait()
+                    if self._waiting and self.coalesce_s > 0:  # woken from idle: let the rest of a burst arrive
+                        self._cond.wait(self.coalesce_s)
+                room = self.max_batch - (len(batch.rows) if batch is not None else 0)
+                newcomers, self._waiting = self._waiting[:room], self._waiting[room:]
+            try:
+                with self._compute, torch.inference_mode():
+                    if newcomers:
+                        joined = self._prefill(newcomers)
+                        batch = joined if batch is None else self._merge(batch, joined)
+                        newcomers = []
+                    assert batch is not None
+                    batch = self._step(batch)
+            except Exception as e:  # noqa: BLE001 - fails the requests in flight, not the thread
+                self._fail_all(batch, e, newcomers)
+                batch = None
+
+    def _fail_all(self, batch: _Batch | None, error: BaseException, extra: list[_Request] = ()) -> None:  # type: ignore[assignment]
+        for r in [*(batch.rows if batch is not None else []), *extra]:
+            r.deliver(error)
+        if self._closing:
+            for r in self._waiting:
+                r.deliver(error)
+            self._waiting = []
+
+    def _prefill(self, requests: list[_Request]) -> _Batch:
+        """Prefill newcomers: each distinct prompt once, its cache rows copied for repeats."""
+        from transformers import DynamicCache
+
+        pad = self.tokenizer.pad_token_id
+        now = time.perf_counter()
+        for r in requests:
+            r.started, r.version = now, self.policy_version
+            if r.seed is not None:
+                r.gen = torch.Generator(device=self.device)
+                r.gen.manual_seed(r.seed)
+        uniq: dict[tuple[int, ...], int] = {}
+        row_of = [uniq.setdefault(tuple(r.ids), len(uniq)) for r in requests]
+        distinct = [list(p) for p in uniq]
+        width = max(len(p) for p in distinct)
+        input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, p in enumerate(distinct):
+            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attention[row, width - len(p):] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [U, W]
+        cache = DynamicCache()
+        logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                            cache=cache, use_cache=True).logits[:, -1, :]
+        for layer in cache.layers:
+            if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
+                raise NotImplementedError(f"continuous batching needs plain DynamicLayer caches, not {type(layer).__name__}")
+        expand = torch.tensor(row_of, device=self.device)
+        if len(distinct) < len(requests):
+            cache.batch_select_indices(expand)
+        self.admissions += 1
+        return _Batch(list(requests), cache, logits[expand], attention[expand], positions[expand][:, -1] + 1)
+
+    @staticmethod
+    def _merge(a: _Batch, b: _Batch) -> _Batch:
+        """One batch of a's rows then b's: the shorter side is left-padded along the sequence
+        axis (zeros in the cache, masked out), so every row keeps its own positions."""
+        la, lb = a.attention.shape[1], b.attention.shape[1]
+        width = max(la, lb)
+        for x, y in zip(a.cache.layers, b.cache.layers):  # type: ignore[attr-defined]
+            x.keys = torch.cat([_pad_left(x.keys, width - la, 2), _pad_left(y.keys, width - lb, 2)], 0)
+            x.values = torch.cat([_pad_left(x.values, width - la, 2), _pad_left(y.values, width - lb, 2)], 0)
+        attention = torch.cat([_pad_left(a.attention, width - la, 1), _pad_left(b.attention, width - lb, 1)], 0)
+        return _Batch(a.rows + b.rows, a.cache, torch.cat([a.logits, b.logits], 0), attention,
+                      torch.cat([a.next_pos, b.next_pos], 0))
+
+    def _step(self, batch: _Batch) -> _Batch | None:
+        """Sample one token for every row, return the rows that ended, and run the forward
+        pass of the rest. Returns the batch left, or None."""
+        rows = batch.rows
+        temperature = torch.tensor([r.params.temperature for r in rows])
+        top_p = torch.tensor([r.params.top_p for r in rows])
+        logp = _row_logprobs(batch.logits.float(), temperature, top_p)  # [B, V]
+        tok = logp.argmax(-1)
+        sampled = [i for i, r in enumerate(rows) if r.gen is not None]
+        if sampled:
+            # inverse CDF with one uniform per row from the row's own generator
+            idx = torch.tensor(sampled, device=logp.device)
+            cdf = logp[idx].double().exp().cumsum(-1)  # [S, V]
+            u = torch.stack([torch.rand((), dtype=torch.float64, generator=rows[i].gen, device=self.device)
+                             for i in sampled])
+            pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
+            tok[idx] = pick.clamp(max=logp.shape[-1] - 1)
+        tok_logp = logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
+        stops = set(self.stop_token_ids)
+        keep: list[int] = []
+        now = time.perf_counter()
+        for i, (r, t, lp) in enumerate(zip(rows, tok.tolist(), tok_logp.tolist())):
+            r.out_ids.append(t)
+            r.out_logp.append(lp)
+            if t in stops or (r.params.stop and self._hits_stop(r.out_ids, r.params.stop)):
+                self._finish(r, "stop", now)
+            elif len(r.out_ids) >= r.params.max_new_tokens:
+                self._finish(r, "length", now)
+            elif not r.cancelled:
+                keep.append(i)
+        self.steps += 1
+        if not keep:
+            return None
+        cache = batch.cache
+        attention, next_pos, tok = batch.attention, batch.next_pos, tok
+        if len(keep) < len(rows):
+            k = torch.tensor(keep, device=self.device)
+            cache.batch_select_indices(k)  # type: ignore[attr-defined]
+            attention, next_pos, tok = attention[k], next_pos[k], tok[k]
+            first = int(attention.any(0).nonzero()[0])  # padding columns no row needs any more
+            if first > 0:
+                for layer in cache.layers:  # type: ignore[attr-defined]
+                    layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+                attention = attention[:, first:]
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        logits = self.model(input_ids=tok.unsqueeze(-1), attention_mask=attention,
+                            position_ids=next_pos.unsqueeze(-1), cache=cache, use_cache=True).logits[:, -1, :]
+        return _Batch([rows[i] for i in keep], cache, logits, attention, next_pos + 1)
+
+    def _finish(self, r: _Request, reason: str, now: float) -> None:
+        r.deliver(Completion(ids=r.out_ids, logprobs=r.out_logp, text=self.decode(r.out_ids),
+                             finish_reason=reason, policy_version=r.version,  # type: ignore[arg-type]
+                             seconds=now - r.submitted,
+                             extra={"queue_seconds": r.started - r.submitted,
+                                    "policy_version_last": float(self.policy_version)}))
+
+    # --- the batch-at-a-time path --------------------------------------------------------------
+    async def generate_batch(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """The previous path: one call decodes its prompts as one batch, under a lock."""
         async with self._lock:
-            # Generation is CPU-bound torch work; run it off the event loop so sandboxes and
-            # tools of other episodes keep progressing.
             return await asyncio.to_thread(self.generate_sync, prompts, params)
 
     @torch.inference_mode()
@@ -121,10 +439,11 @@ class HFEngine:
         # Sort by length so that each chunk pads little; restore the order at the end.
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         results: dict[int, Completion] = {}
-        for start in range(0, len(order), self.max_batch):
-            idx = order[start:start + self.max_batch]
-            for i, c in zip(idx, self._generate_chunk([prompts[i] for i in idx], params, start)):
-                results[i] = c
+        with self._compute:
+            for start in range(0, len(order), self.max_batch):
+                idx = order[start:start + self.max_batch]
+                for i, c in zip(idx, self._generate_chunk([prompts[i] for i in idx], params, start)):
+                    results[i] = c
         return [results[i] for i in range(len(prompts))]
 
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams, offset: int) -> list[Completion]:
@@ -206,11 +525,65 @@ class HFEngine:
         return any(s in tail for s in stop)
 
     # --- weights ---------------------------------------------------------------------------
-    @torch.no_grad()
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy new weights in place and set the policy version, between two decode steps:
+        while the decode thread runs, this hands the weights to it and waits until it has
+        copied them (at the end of its current step)."""
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive() or self._thread is threading.current_thread():
+                with self._compute:
+                    self._copy_weights(state, version)
+                return
+            while self._weights is not None:  # another publisher's weights go first
+                self._cond.wait()
+            self._weights, self._weights_error = (state, version), None
+            self._cond.notify_all()
+            while self._weights is not None:
+                self._cond.wait()
+            if self._weights_error is not None:
+                raise self._weights_error
+
+    async def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """:meth:`load_weights` without blocking the event loop while a step finishes."""
+        await asyncio.to_thread(self.load_weights, state, version)
+
+    def _apply_pending_weights(self) -> None:  # decode thread, holding self._cond, between steps
+        if self._weights is None:
+            return
+        state, version = self._weights
+        try:
+            with self._compute:
+                self._copy_weights(state, version)
+        except Exception as e:  # noqa: BLE001 - handed back to the publisher, which raises it
+            self._weights_error = e
+        self._weights = None
+        self._cond.notify_all()
+
+    @torch.no_grad()
+    def _copy_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         own = self.model.state_dict()
         for name, value in state.items():
             if name not in own:
                 raise KeyError(f"engine has no parameter {name!r}")
             own[name].copy_(value)
         self.policy_version = version
+
+
+def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable[[Completion | BaseException], None]:
+    """A thread-safe way to resolve ``fut`` on its own event loop (once)."""
+
+    def settle(x: Completion | BaseException) -> None:
+        if fut.done():
+            return
+        if isinstance(x, BaseException):
+            fut.set_exception(x)
+        else:
+            fut.set_result(x)
+
+    def deliver(x: Completion | BaseException) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, x)
+        except RuntimeError:  # the caller's event loop has closed: nobody is waiting
+            pass
+
+    return deliver
