@@ -60,3 +60,19 @@ class Engine(Protocol):
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Replace the weights in place (colocated trainer) and set the policy version."""
         ...
+
+
+@runtime_checkable
+class ContinuousEngine(Engine, Protocol):
+    """An engine that batches concurrent requests itself (continuous batching): each request
+    joins the running decode batch between steps and returns as soon as it ends. Implemented
+    by :class:`HFEngine`; :class:`~practicum.engines.batching.BatchingEngine` hands such an
+    engine every request at once instead of one batch at a time."""
+
+    async def submit(self, ids: list[int], params: SamplingParams) -> Completion:
+        """Sample one completion for ``ids``, batched with whatever else is running."""
+        ...
+
+    async def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Load new weights between two decode steps, without blocking the event loop."""
+        ...

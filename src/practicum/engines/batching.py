@@ -1,10 +1,16 @@
-"""Batching at the engine boundary: concurrent episodes, one batched ``generate`` at a time.
+"""Batching at the engine boundary: concurrent episodes, batched by the engine or here.
 
-Each episode coroutine asks for its own next turn (``await engine.generate([ids], params)``);
-:class:`BatchingEngine` queues the requests and, whenever the engine is free, hands every request
-waiting at that moment to one ``generate`` call of the engine underneath (which sorts them by
-length, shares the prefill of identical prompts - a group's first turn - and decodes them as
-one batch). Each request's completion is returned to its caller as soon as its batch ends, so
+An engine that batches by itself (a :class:`~practicum.engines.base.ContinuousEngine`, such as
+:class:`~practicum.engines.hf.HFEngine`) gets every request straight away through ``submit``:
+it joins the running decode batch at the next step and comes back as soon as it ends, with its
+own seed. Weights are published through the engine's own ``publish`` (between decode steps).
+
+For other engines (:class:`~practicum.engines.scripted.ScriptedEngine`), batching happens here,
+between calls: each episode coroutine asks for its own next turn (``await engine.generate([ids],
+params)``); :class:`BatchingEngine` queues the requests and, whenever the engine is free, hands
+every request waiting at that moment to one ``generate`` call of the engine underneath (an
+engine that decodes a call as one batch would share the prefill of identical prompts - a
+group's first turn). Each request's completion is returned to its caller as soon as its batch ends, so
 an episode whose environment is fast goes on while slower ones are still executing tools.
 
 Requests whose sampling settings differ only by ``seed`` are batched together; the batch is
@@ -25,7 +31,7 @@ from typing import Any
 
 import torch
 
-from practicum.engines.base import Completion, Engine, SamplingParams
+from practicum.engines.base import Completion, ContinuousEngine, Engine, SamplingParams
 from practicum.errors import EngineFailure
 
 
@@ -38,8 +44,9 @@ class BatchingEngine:
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
-        self.batches = 0  # generate calls made (for metrics and tests)
+        self.batches = 0  # generate calls made (for metrics and tests); 0 for a continuous engine
         self.requests = 0
+        self.continuous = isinstance(engine, ContinuousEngine)
 
     # --- the Engine interface -----------------------------------------------------------------
     @property
@@ -47,11 +54,22 @@ class BatchingEngine:
         return self.engine.policy_version
 
     def __getattr__(self, name: str) -> Any:  # chat_ids, append_ids, supports_tools, decode...
-        if name.startswith("__") or name in ("engine", "_pending", "_wake", "_worker", "_lock"):
+        if name.startswith("__") or name in ("engine", "_pending", "_wake", "_worker", "_lock", "continuous"):
             raise AttributeError(name)
         return getattr(self.engine, name)
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        if self.continuous:
+            self.requests += len(prompts)
+            engine: ContinuousEngine = self.engine  # type: ignore[assignment]
+            try:
+                if len(prompts) == 1:
+                    return [await engine.submit(prompts[0], params)]
+                return await engine.generate(prompts, params)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the engine boundary: any engine error fails the request
+                raise EngineFailure(f"{type(e).__name__}: {e}") from e
         self._ensure_worker()
         assert self._wake is not None
         loop = asyncio.get_running_loop()
@@ -68,7 +86,10 @@ class BatchingEngine:
         self.engine.load_weights(state, version)
 
     async def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load new weights between two batches."""
+        """Load new weights between two batches (two decode steps for a continuous engine)."""
+        if self.continuous:
+            await self.engine.publish(state, version)  # type: ignore[attr-defined]
+            return
         self._ensure_worker()
         assert self._lock is not None
         async with self._lock:
