@@ -174,7 +174,7 @@ class HFEngine:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._counts: OrderedDict[tuple[int, bytes], int] = OrderedDict()  # submit's n per (seed, prompt)
-        self.coalesce_s = 0.002  # an idle decode thread waits this long for requests that arrive together
+        self._staged: dict[asyncio.AbstractEventLoop, list[_Request]] = {}  # made in this pass of a loop
 
     # --- chat rendering -------------------------------------------------------------------
     @property
@@ -260,18 +260,31 @@ class HFEngine:
             fut: asyncio.Future = loop.create_future()
             requests.append(_Request(list(ids), params, seed, _deliverer(loop, fut), now))
             futures.append(fut)
-        with self._cond:
-            if self._closing:
-                raise RuntimeError("the engine is closed")
-            self._waiting.extend(requests)
-            self._ensure_thread()
-            self._cond.notify_all()
+        if self._closing:
+            raise RuntimeError("the engine is closed")
+        # Requests made in one pass of the event loop (a group's episodes starting together)
+        # reach the decode thread together, so their identical prompts share one prefill.
+        staged = self._staged.setdefault(loop, [])
+        if not staged:
+            loop.call_soon(self._flush, loop)
+        staged.extend(requests)
         try:
             return list(await asyncio.gather(*futures))
         except asyncio.CancelledError:
             for r in requests:
                 r.cancelled = True
             raise
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        requests = self._staged.pop(loop, [])
+        with self._cond:
+            if self._closing:
+                for r in requests:
+                    r.deliver(RuntimeError("the engine is closed"))
+                return
+            self._waiting.extend(requests)
+            self._ensure_thread()
+            self._cond.notify_all()
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -301,8 +314,6 @@ class HFEngine:
                     if self._waiting or batch is not None:
                         break
                     self._cond.wait()
-                    if self._waiting and self.coalesce_s > 0:  # woken from idle: let the rest of a burst arrive
-                        self._cond.wait(self.coalesce_s)
                 room = self.max_batch - (len(batch.rows) if batch is not None else 0)
                 newcomers, self._waiting = self._waiting[:room], self._waiting[room:]
             try:
@@ -390,6 +401,7 @@ class HFEngine:
             pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
             tok[idx] = pick.clamp(max=logp.shape[-1] - 1)
         tok_logp = logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
+        self.steps += 1
         stops = set(self.stop_token_ids)
         keep: list[int] = []
         now = time.perf_counter()
@@ -402,7 +414,6 @@ class HFEngine:
                 self._finish(r, "length", now)
             elif not r.cancelled:
                 keep.append(i)
-        self.steps += 1
         if not keep:
             return None
         cache = batch.cache
