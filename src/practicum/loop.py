@@ -299,8 +299,11 @@ class Run:
     def summary(self, step: int, m: dict[str, Any]) -> str:
         rewards = " ".join(f"{d.name} {m[f'{d.name}/reward']:.2f}" for d in self.domains if f"{d.name}/reward" in m)
         loss = f"loss {m['loss']:+.4f} kl {m['kl']:.4f}" if "loss" in m else "no update (all groups uniform)"
-        return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss} | "
-                f"{m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s")
+        mismatch = f" | mismatch {m['mismatch_abs_logp']:.4f}" if "mismatch_abs_logp" in m else ""
+        lost = "".join(f" {m[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")
+                       if m.get(k))
+        return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss}{mismatch} | lag {m['lag_mean']:.2f}"
+                f"{lost} | {m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s")
 
     async def aclose(self) -> None:
         await self.orch.close()
