@@ -38,10 +38,12 @@ one generator for the batch), kept as the reference that tests and benchmarks co
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import struct
 import threading
 import time
+import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -290,6 +292,7 @@ class HFEngine:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._serve, name="hf-engine-decode", daemon=True)
             self._thread.start()
+            _LIVE.add(self)
 
     def close(self) -> None:
         """Stop the decode thread; requests still waiting or decoding fail."""
@@ -578,6 +581,17 @@ class HFEngine:
                 raise KeyError(f"engine has no parameter {name!r}")
             own[name].copy_(value)
         self.policy_version = version
+
+
+_LIVE: weakref.WeakSet[HFEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_engines() -> None:
+    # A decode thread still alive when the interpreter finalises makes torch abort the process
+    # ("terminate called without an active exception"); stop them first.
+    for engine in list(_LIVE):
+        engine.close()
 
 
 def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable[[Completion | BaseException], None]:
