@@ -350,17 +350,8 @@ class HFEngine:
             if r.seed is not None:
                 r.gen = torch.Generator(device=self.device)
                 r.gen.manual_seed(r.seed)
-        uniq: dict[tuple[int, ...], int] = {}
-        row_of = [uniq.setdefault(tuple(r.ids), len(uniq)) for r in requests]
-        distinct = [list(p) for p in uniq]
-        width = max(len(p) for p in distinct)
-        input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(distinct), width), dtype=torch.long)
-        for row, p in enumerate(distinct):
-            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p):] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [U, W]
+        distinct, row_of, input_ids, attention, positions = _left_padded(
+            [r.ids for r in requests], pad, self.device)
         cache = DynamicCache()
         logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                             cache=cache, use_cache=True).logits[:, -1, :]
@@ -471,17 +462,8 @@ class HFEngine:
         batch = len(prompts)
         # A GRPO batch repeats each prompt n times: prefill each distinct prompt once and
         # copy its KV-cache rows, which cuts prefill work by the group size.
-        uniq: dict[tuple[int, ...], int] = {}
-        row_of = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
-        distinct = [list(p) for p in uniq]
-        width = max(len(p) for p in distinct)
-        input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(distinct), width), dtype=torch.long)
-        for row, p in enumerate(distinct):
-            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p):] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [U, W]
+        distinct, row_of, input_ids, attention, positions = _left_padded(
+            [p for p in prompts], pad, self.device)
         gen = None
         if params.temperature > 0:
             gen = torch.Generator(device=self.device)
@@ -612,3 +594,21 @@ def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable
             pass
 
     return deliver
+
+
+def _left_padded(prompts: list[list[int]], pad: int, device: torch.device):
+    """Each distinct prompt once, left-padded: ``(distinct, row_of, input_ids [U, W],
+    attention [U, W], positions [U, W])``; ``row_of[i]`` is prompt i's row. A GRPO group
+    repeats one prompt n times: it is prefilled once and its cache rows copied."""
+    uniq: dict[tuple[int, ...], int] = {}
+    row_of = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
+    distinct = [list(p) for p in uniq]
+    width = max(len(p) for p in distinct)
+    input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(distinct), width), dtype=torch.long)
+    for row, p in enumerate(distinct):
+        input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        attention[row, width - len(p):] = 1
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    return distinct, row_of, input_ids, attention, positions

@@ -129,6 +129,18 @@ class SessionOptions:
             return ("/",)
         return (self.workdir, *self.extra_dirs)
 
+    def locate_safe(self, path: str) -> tuple[str, str]:
+        """:meth:`locate`, with the relative part checked as the fork server's safe path walk
+        will take it (no ``..``, no NUL). Raises SandboxError."""
+        from practicum.sandbox import forkserver
+
+        root, rel = self.locate(path)
+        try:
+            forkserver.split_relative(rel)
+        except forkserver.PathRefused as e:
+            raise SandboxError(str(e)) from None
+        return root, rel
+
     def locate(self, path: str) -> tuple[str, str]:
         """``(root, relative path)`` for a file API path: relative to ``workdir``, or absolute
         inside ``workdir`` or an extra folder. Raises SandboxError for anything else."""

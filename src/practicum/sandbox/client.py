@@ -295,11 +295,6 @@ class NsjailSession(SandboxSession):
         return data
 
     def _locate(self, path: str) -> tuple[str, str]:
-        root, rel = self.options.locate(path)
-        try:
-            forkserver.split_relative(rel)
-        except forkserver.PathRefused as e:
-            raise SandboxError(str(e)) from None
-        return root, rel
+        return self.options.locate_safe(path)
 
 

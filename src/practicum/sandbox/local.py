@@ -181,11 +181,7 @@ class LocalSession(SandboxSession):
         return await self.exec([self.sandbox.python, "-s", "-c", code], stdin=stdin, timeout_s=timeout_s)
 
     def _locate(self, path: str) -> tuple[str, str]:
-        root, rel = self.options.locate(path)
-        try:
-            forkserver.split_relative(rel)
-        except forkserver.PathRefused as e:
-            raise SandboxError(str(e)) from None
+        root, rel = self.options.locate_safe(path)
         return self.host_dirs[root], rel
 
     async def write_file(self, path: str, data: bytes | str) -> None:
