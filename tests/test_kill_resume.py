@@ -45,7 +45,7 @@ def test_twenty_sigkills_lose_nothing(tiny_run_config, tmp_path):
     for i in range(KILLS):
         args = _command(cfg, "--resume") if store_path.exists() else _command(cfg, "--overwrite")
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        time.sleep(rng.uniform(3.0, 12.0))  # start-up (imports, model) takes a few seconds
+        time.sleep(rng.uniform(3.0, 10.0))  # start-up (imports, model) takes a few seconds
         if proc.poll() is not None:  # it finished or failed before the kill
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             assert proc.returncode == 0, f"run {i} failed on its own: {err[-2000:]}"
