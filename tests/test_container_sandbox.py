@@ -80,7 +80,9 @@ def test_ptrace_own_processes_but_never_the_fork_server():
 
 
 def test_the_host_is_not_visible_and_there_is_no_network():
-    secret_dirs = [str(REPO), "/root/.cache", "/work"]
+    from practicum.models import practicum_home
+
+    secret_dirs = [str(REPO), str(REPO.parent), str(practicum_home())]
     out, _, _ = run("; ".join(f"ls {d} >/dev/null 2>&1 && echo SEEN {d}" for d in secret_dirs) +
                     "; python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\" "
                     "2>/dev/null || echo no-network")
@@ -99,7 +101,7 @@ def test_writable_layer_is_capped_in_size_and_inodes():
 def test_memory_kill_and_cleanup():
     out, err, code = run("python3 -c 'x = bytearray(1 << 30)'; echo rc=$?", limits=Limits(timeout_s=30, memory_mb=256))
     assert "rc=" in out and "rc=0" not in out, (out, err)
-    assert os.path.isdir("/work")  # the host is untouched
+    assert REPO.is_dir() and (REPO / "pyproject.toml").is_file()  # the host is untouched
 
 
 # --- the hostile programs, in container mode ------------------------------------------------------
@@ -107,8 +109,8 @@ def test_memory_kill_and_cleanup():
 SHARED = Path(os.environ.get("PRACTICUM_SHARED", REPO.parent / "shared"))
 HOSTILE = SHARED / "hostile" / "sandbox"
 PROGRAMS = sorted(p.name for p in HOSTILE.glob("*.py")) if HOSTILE.is_dir() else []
-OUTSIDE = ["/etc/practicum_escape", "/tmp/practicum_escape", "/root/practicum_escape", "/var/tmp/practicum_escape",
-           "/tmp/practicum_daemon_marker", "/work/practicum_escape"]
+OUTSIDE = ["/etc/practicum_escape", "/tmp/practicum_escape", os.path.expanduser("~/practicum_escape"),
+           "/var/tmp/practicum_escape", "/tmp/practicum_daemon_marker", str(REPO.parent / "practicum_escape")]
 
 
 @pytest.mark.parametrize("name", PROGRAMS or ["(missing)"])

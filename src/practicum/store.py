@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from practicum.errors import StoreError
-from practicum.records import Episode, EpisodeState, Group, GroupState, Task
+from practicum.records import ACTIVE_EPISODE, Episode, EpisodeState, Group, GroupState, Task
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -130,10 +130,16 @@ class Store:
                                 (now, "episode", ep.id, group.id, ep.state.value, ep.reason, group.step, version))
 
     def record_episode(self, ep: Episode, group_id: str, version: int, step: int = -1) -> None:
-        """Write one episode's transition (its JSON as it is now) and its event."""
+        """Write one episode's transition and its event. The trajectory's JSON is written when
+        the episode settles (ready, failed...), not at every turn's transitions: a running
+        episode's row only changes state."""
         now = time.time()
         with self._tx():
-            self._put_episode(ep, group_id)
+            if ep.state in ACTIVE_EPISODE and self.db.execute(
+                    "UPDATE episodes SET state = ? WHERE id = ?", (ep.state.value, ep.id)).rowcount:
+                pass
+            else:
+                self._put_episode(ep, group_id)
             self.db.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)",
                             (now, "episode", ep.id, group_id, ep.state.value, ep.reason, step, version))
 

@@ -28,7 +28,6 @@ import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Literal
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IGNORED = frozenset({"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "VOLUME", "HEALTHCHECK", "STOPSIGNAL", "ONBUILD",
@@ -304,8 +303,6 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
         while words and words[0].startswith("--"):
             k, _, v = words.pop(0)[2:].partition("=")
             flags[k] = v
-    else:
-        pass
     if bodies:
         problem(line, f"{word} with a heredoc is not supported")
         return None
@@ -338,5 +335,3 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
 def _is_glob(s: str) -> bool:
     return any(c in s for c in "*?[")
 
-
-Kind = Literal["copy", "run", "mkdir"]

@@ -53,6 +53,9 @@ DOCKER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP
                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Where the distribution keeps root's default dot files (Debian's base-files: dot.bashrc,
+# dot.profile); $PRACTICUM_DOTFILES points elsewhere on other systems.
+DOTFILES = os.environ.get("PRACTICUM_DOTFILES", "/usr/share/base-files")
 INODES_PER_MB = 64  # inode cap of the writable layer: 16k inodes for 256 MiB
 
 
@@ -129,7 +132,7 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
         if not os.path.isdir(layer):
             raise SandboxError(f"image layer {layer} does not exist")
     stage = {"uid_base": ROOT_BASE, "uid_count": ID_COUNT, "tops": list(TOPS), "layers": list(spec.layers),
-             "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()],
+             "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()], "dotfiles": DOTFILES,
              "upper_mb": limits.workspace_mb, "inodes": max(4096, limits.workspace_mb * INODES_PER_MB)}
     args = [nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "--chroot", "/run/practicum/root", "--rw",
             "-D", options.workdir, "-u", f"0:{ROOT_BASE}:{ID_COUNT}", "-g", f"0:{ROOT_BASE}:{ID_COUNT}"]

@@ -105,7 +105,7 @@ def _mkdir(path: str, uid: int, mode: int = 0o755) -> None:
     os.chmod(path, mode)
 
 
-def skeleton(path: str, tops: list[str], base: int) -> None:
+def skeleton(path: str, tops: list[str], base: int, dotfiles: str | None = None) -> None:
     """The lowest layer of ``/``: the machine's top-level links (``bin -> usr/bin``) and empty
     folders for everything else a Linux root has."""
     _mkdir(path, base)
@@ -117,9 +117,9 @@ def skeleton(path: str, tops: list[str], base: int) -> None:
     for name in [*tops, "root", "home", "tmp", "mnt", "media", "srv", "opt", "run", "proc", "dev", "sys", "boot"]:
         if not os.path.lexists(f"{path}/{name}"):
             _mkdir(f"{path}/{name}", base, modes.get(name, 0o755))
-    for dot in ("bashrc", "profile"):  # root's start-up files, as Debian's base-files gives an image
-        src = f"/usr/share/base-files/dot.{dot}"
-        if os.path.isfile(src):
+    for dot in ("bashrc", "profile"):  # root's start-up files, as the distribution gives an image
+        src = os.path.join(dotfiles, f"dot.{dot}") if dotfiles else ""
+        if src and os.path.isfile(src):
             with open(src, "rb") as f, open(f"{path}/root/.{dot}", "wb") as g:
                 g.write(f.read())
             os.chown(f"{path}/root/.{dot}", base, base)
@@ -178,7 +178,7 @@ def main() -> None:
         os.makedirs(rw)
         mount("practicum-rw", rw, "tmpfs", 0, f"size={config['upper_mb']}m,nr_inodes={config['inodes']},mode=0755")
     ns_fd = userns_fd(base, count)
-    skeleton(f"{RUN}/skel", tops, base)
+    skeleton(f"{RUN}/skel", tops, base, config.get("dotfiles"))
     root = f"{RUN}/root"
     os.makedirs(root)
     for name in ["_root", *tops]:
