@@ -221,8 +221,9 @@ def messages_as_dicts(task) -> list[dict[str, str]]:
 
 def make_engine(cfg, model_path):
     from practicum.engines.hf import HFEngine
+    from practicum.hardware import resolve_dtype
 
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
+    dtype = resolve_dtype(cfg.model.engine_dtype, cfg.model.device)
     return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
 
 

@@ -103,10 +103,10 @@ def eval_(
 
     try:
         cfg = load_config(config, set_ or [])
-        import torch
 
         from practicum.domains import build_domain
         from practicum.engines.hf import HFEngine
+        from practicum.hardware import resolve_dtype
         from practicum.loop import evaluate, load_checkpoint_weights
         from practicum.models import resolve_model
 
@@ -116,7 +116,7 @@ def eval_(
             path, weights = load_checkpoint_weights(checkpoint)
         else:
             path = resolve_model(model or cfg.model.name)
-        engine = HFEngine(path, dtype=getattr(torch, cfg.model.engine_dtype), device=cfg.model.device, max_batch=cfg.model.max_batch)
+        engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch)
         if weights is not None:
             engine.load_weights(weights, 1)
         res = asyncio.run(evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,

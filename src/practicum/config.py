@@ -36,7 +36,7 @@ class RunSection(_Strict):
 class ModelSection(_Strict):
     name: str = Field("smollm2-135m-instruct", description="Built-in model name or a local transformers checkpoint folder.")
     device: str = Field("cpu", description="torch device of engine and trainer.")
-    engine_dtype: Literal["bfloat16", "float32", "float16"] = Field("bfloat16", description="Generation dtype (bf16 is ~2x faster than fp32 on CPU for the embedded model).")
+    engine_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field("auto", description="Generation dtype. auto: bf16 where the device has bf16 instructions (GPUs, CPUs with AVX512-BF16/AMX), fp32 where it would be emulated (about 4x slower).")
     max_batch: int = Field(64, ge=1, description="Most sequences per generate call.")
 
 
@@ -168,7 +168,7 @@ class TrainerConfig(_Strict):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     micro_batch_tokens: int = Field(4096, ge=16, description="Padded tokens per micro-batch; gradients accumulate across them.")
-    autocast_dtype: Literal["bfloat16", "float16", "none"] = Field("bfloat16", description="Autocast dtype of forward and backward.")
+    autocast_dtype: Literal["auto", "bfloat16", "float16", "none"] = Field("auto", description="Autocast dtype of forward and backward. auto: bf16 where the device computes it natively, none (fp32) elsewhere.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
     lora: LoraSection = Field(default_factory=LoraSection)
 

@@ -28,6 +28,7 @@ from practicum.engines.base import Engine, SamplingParams
 from practicum.engines.batching import BatchingEngine
 from practicum.envs.base import Domain
 from practicum.errors import CheckpointError, StoreError
+from practicum.hardware import resolve_dtype
 from practicum.metrics import MetricsWriter
 from practicum.orchestrator import Limits, Orchestrator, Policy
 from practicum.records import Group, GroupState
@@ -168,8 +169,7 @@ class Run:
         if engine is None:
             from practicum.engines.hf import HFEngine
 
-            dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[cfg.model.engine_dtype]
-            engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+            engine = HFEngine(model_path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch)
         self.engine = BatchingEngine(engine)
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,

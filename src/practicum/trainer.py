@@ -38,6 +38,7 @@ import torch
 from practicum import algorithms as A
 from practicum.config import AlgorithmConfig, TrainerConfig
 from practicum.errors import CheckpointError
+from practicum.hardware import resolve_autocast
 
 
 @dataclass
@@ -120,10 +121,6 @@ class PackedBatch:
         return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages)
 
 
-def _dtype(name: str) -> torch.dtype:
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[name]
-
-
 class Trainer:
     def __init__(self, model_path: str | Path, cfg: TrainerConfig, algo: AlgorithmConfig, device: str = "cpu") -> None:
         from transformers import AutoModelForCausalLM
@@ -131,7 +128,7 @@ class Trainer:
         self.cfg = cfg
         self.algo = algo
         self.device = torch.device(device)
-        self.autocast_dtype = _dtype(cfg.autocast_dtype) if cfg.autocast_dtype != "none" else None
+        self.autocast_dtype = resolve_autocast(cfg.autocast_dtype, self.device)
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
