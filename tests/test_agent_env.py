@@ -72,9 +72,9 @@ def test_episode_with_tool_errors_recovers_and_scores():
     env = NotesEnv()
     [ep] = asyncio.run(run_episodes([TASK], lambda t: env, engine, SamplingParams(max_new_tokens=500), max_turns=10))
     assert ep.state == EpisodeState.done and ep.reward == 1.0
-    assert ep.info["end_reason"] == "done"
-    assert ep.info["tool_errors"] == {"malformed": 1, "unknown_tool": 1, "bad_arguments": 1, "tool_failed": 1, "no_call": 1}
-    assert ep.info["tool_calls"] == {"read_file": 2, "write_file": 1, "submit": 1}
+    assert ep.info.end_reason == "done"
+    assert ep.info.tool_errors == {"malformed": 1, "unknown_tool": 1, "bad_arguments": 1, "tool_failed": 1, "no_call": 1}
+    assert ep.info.tool_calls == {"read_file": 2, "write_file": 1, "submit": 1}
     tool_msgs = [m.content for m in ep.messages if m.role == "tool"]
     assert "not valid JSON" in tool_msgs[0]
     assert "no tool 'delete_file'" in tool_msgs[1] and "write_file" in tool_msgs[1]
@@ -100,7 +100,7 @@ def test_limits_end_the_episode_cleanly_and_score_the_state():
         engine = ScriptedEngine(lambda prompt, i: write)
         env = NotesEnv()
         [ep] = asyncio.run(run_episodes([TASK], lambda t, env=env: env, engine, SamplingParams(max_new_tokens=500), **kwargs))
-        assert ep.info["end_reason"] == reason, kwargs
+        assert ep.info.end_reason == reason, kwargs
         assert [e.kind for e in ep.errors] == [reason]
         assert ep.state == EpisodeState.done and ep.reward == 1.0 and env.closed == 1
 
@@ -130,11 +130,11 @@ def test_tools_go_through_the_chat_template_when_it_supports_them():
     script = [call("write_file", path="notes.txt", text="seven"), call("submit")]
     native = ToolTemplateEngine(lambda prompt, i: script[i])
     [ep] = asyncio.run(run_episodes([TASK], lambda t: NotesEnv(), native, SamplingParams(max_new_tokens=500), max_turns=4))
-    assert ep.reward == 1.0 and ep.info["tools_presented"] == "chat_template"
+    assert ep.reward == 1.0 and ep.info.tools_presented == "chat_template"
     assert native.rendered_tools == [["write_file", "read_file", "submit"]] * 2
     assert ep.messages[0].role == "user" and "<tool_call>" not in ep.messages[0].content
 
     plain = ScriptedEngine(lambda prompt, i: script[i])
     [ep] = asyncio.run(run_episodes([TASK], lambda t: NotesEnv(), plain, SamplingParams(max_new_tokens=500), max_turns=4))
-    assert ep.reward == 1.0 and ep.info["tools_presented"] == "system_prompt"
+    assert ep.reward == 1.0 and ep.info.tools_presented == "system_prompt"
     assert ep.messages[0].role == "system" and "<tool_call>" in ep.messages[0].content and '"read_file"' in ep.messages[0].content

@@ -148,7 +148,7 @@ def test_single_turn_groups_score_each_reply(sandbox):
     rewards = group.rewards
     assert rewards[0] == 1.0 and rewards[2] == 1.0 and rewards[3] == 0.0
     assert rewards[1] == pytest.approx(1 / 4)  # add(0, 0) == 0 passes either way
-    assert all(e.state == EpisodeState.done and e.info["flags"] == [] for e in group.episodes)
+    assert all(e.state == EpisodeState.done and e.info.flags == [] for e in group.episodes)
     assert "Complete this Python function" in task.prompt[-1].content and "```python" in task.prompt[-1].content
 
 
@@ -184,8 +184,8 @@ def test_multi_turn_attempt_error_fix_submit(sandbox):
     env.close = close  # type: ignore[method-assign]
     (ep,) = asyncio.run(run_episodes([task], lambda t: env, engine, SamplingParams(max_new_tokens=300), max_turns=5))
     assert ep.state == EpisodeState.done and ep.reward == 1.0, ep.score
-    assert len(ep.turns) == 3 and ep.info["tool_calls"] == {"python": 2, "submit": 1}
-    assert ep.info["failed_runs"] == 1 and ep.info["tool_error_count"] == 0  # a failing run is not a bad call
+    assert len(ep.turns) == 3 and ep.info.tool_calls == {"python": 2, "submit": 1}
+    assert ep.info.extra["failed_runs"] == 1 and ep.info.tool_error_count == 0  # a failing run is not a bad call
     tool = [m.content for m in ep.messages if m.role == "tool"]
     assert "NameError" in tool[0] and "exit code 0" in tool[1] and "stdout:\n3" in tool[1]
     assert closed == [True] and env.runner.session is None  # the episode's session was opened and closed
@@ -203,7 +203,7 @@ def test_multi_turn_run_limit_and_replies_without_code(sandbox):
                                      max_turns=6))
     tool = [m.content for m in ep.messages if m.role == "tool"]
     assert "No tool call found" in tool[0] and "stdout:\n1" in tool[1] and "used all 1 runs" in tool[2]
-    assert ep.info["tool_errors"] == {"no_call": 1, "tool_failed": 1}
+    assert ep.info.tool_errors == {"no_call": 1, "tool_failed": 1}
     assert ep.state == EpisodeState.done and ep.reward == 0.0 and len(ep.turns) == 4
 
 
@@ -332,4 +332,4 @@ def test_the_training_loop_runs_on_the_code_domain(tmp_path, tiny_model_path, wr
     assert len(groups) == 4 and all(0.0 <= m["code/reward"] <= 1.0 for m in result.history)
     episodes = [e for g in groups for e in g.episodes]
     assert all(e.domain == "code" and e.score is not None and e.turns for e in episodes)
-    assert all("flags" in e.info or e.errors for e in episodes)  # verified, or ended at the turn limit
+    assert all(e.info.end_reason == "done" or e.errors for e in episodes)  # verified, or ended at the turn limit

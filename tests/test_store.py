@@ -8,6 +8,7 @@ from practicum.errors import StoreError
 from practicum.records import (
     Episode,
     EpisodeError,
+    EpisodeInfo,
     EpisodeState,
     Group,
     GroupState,
@@ -40,7 +41,8 @@ def _group(step: int, tag: str, state: GroupState = GroupState.scored) -> Group:
         score=Score(value=0.8, components={"strict": 1.0, "lenient": 1.0, "format": 0.0}, explanation="ok"),
         state=EpisodeState.done,
         seconds=1.25,
-        info={"exit_code": 0},
+        info=EpisodeInfo(end_reason="done", tool_calls={"python": 2}, tool_errors={"malformed": 1},
+                         flags=["eq_override"], extra={"exit_code": 0}),
     )
     failed = Episode(
         task_id=task.id,
@@ -63,6 +65,26 @@ def test_groups_round_trip_exactly(tmp_path):
     assert store.groups(step=2) == [g2]
     assert store.episode(g1.episodes[1].id) == g1.episodes[1]
     assert store.count("groups") == 2 and store.count("episodes") == 4 and store.count("tasks") == 2
+    store.close()
+
+
+def test_an_episode_stored_with_the_old_free_info_dict_still_loads(tmp_path):
+    """Runs stored before EpisodeInfo kept ``info`` as a free dict: such a row loads, its known
+    keys in their fields, the derived tool_error_count dropped, domain keys in ``extra``."""
+    import json
+
+    store = Store(tmp_path / "store.sqlite")
+    g = _group(1, "a")
+    store.add_group(g, step=1)
+    ep = g.episodes[0]
+    old = json.loads(ep.model_dump_json())
+    old["info"] = {"end_reason": "turn_limit", "tools_presented": "system_prompt", "tool_calls": {"bash": 3},
+                   "tool_errors": {"no_call": 2}, "tool_error_count": 2, "git_diff": "diff --git a/x b/x", "end": "turn_limit"}
+    store.db.execute("UPDATE episodes SET json = ? WHERE id = ?", (json.dumps(old), ep.id))
+    info = store.episode(ep.id).info
+    assert info == EpisodeInfo(end_reason="turn_limit", tools_presented="system_prompt", tool_calls={"bash": 3},
+                               tool_errors={"no_call": 2}, extra={"git_diff": "diff --git a/x b/x", "end": "turn_limit"})
+    assert info.tool_error_count == 2
     store.close()
 
 

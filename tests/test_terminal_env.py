@@ -68,12 +68,12 @@ def test_scripted_agent_recovers_from_errors_and_solves_a_task():
                                     SamplingParams(max_new_tokens=2000), max_turns=10))
     assert ep.state == EpisodeState.done, ep.errors
     assert ep.reward == 1.0, ep.score
-    assert ep.info["end_reason"] == "done"
-    assert ep.info["tool_errors"] == {"tool_failed": 1, "malformed": 1}
+    assert ep.info.end_reason == "done"
+    assert ep.info.tool_errors == {"tool_failed": 1, "malformed": 1}
     tool_msgs = [m.content for m in ep.messages if m.role == "tool"]
     assert "no such file" in tool_msgs[0].lower() or "not found" in tool_msgs[0].lower()
     assert "/app/scripts" in tool_msgs[3] and "mark=kept" in tool_msgs[3]  # cwd and exports persisted
-    assert "old mode" in ep.info["git_diff"] or "new mode" in ep.info["git_diff"]
+    assert "old mode" in ep.info.extra["git_diff"] or "new mode" in ep.info.extra["git_diff"]
     assert envs[0].session is None  # closed
 
 

@@ -14,12 +14,12 @@ from practicum.errors import (
     TaskError,
     VerifierFailure,
 )
-from practicum.records import Episode, Group, GroupState, Message, Score, Task, Turn
+from practicum.records import Episode, EpisodeInfo, Group, GroupState, Message, Score, Task, Turn
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CheckpointError", "ConfigError", "EnvironmentFailure", "Episode", "Group", "GroupState", "Message",
+    "CheckpointError", "ConfigError", "EnvironmentFailure", "Episode", "EpisodeInfo", "Group", "GroupState", "Message",
     "ModelError", "ModelOutputFailure", "PracticumError", "RolloutFailure", "RunConfig", "Score", "StoreError",
     "Task", "TaskError", "Turn", "VerifierFailure", "load_config", "__version__",
 ]

@@ -112,9 +112,9 @@ async def evaluate(
             comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
             rows.append({"task": g.task.id, "domain": dom.name, "reward": ep.reward, "components": comps,
                          "turns": len(ep.turns),
-                         "tool_calls": sum(ep.info.get("tool_calls", {}).values()),
-                         "tool_errors": int(ep.info.get("tool_error_count", 0)),
-                         "end": ep.info.get("end_reason", ep.state.value),
+                         "tool_calls": sum(ep.info.tool_calls.values()),
+                         "tool_errors": ep.info.tool_error_count,
+                         "end": ep.info.end_reason,
                          "errors": [e.kind for e in ep.errors]})
         sums: dict[str, float] = {}
         for g in groups:

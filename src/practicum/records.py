@@ -4,17 +4,20 @@ Records are pydantic models so that they validate on construction and round-trip
 store as JSON without loss. An :class:`Episode` keeps the exact token ids the engine produced
 and their behaviour log-probabilities, with a loss mask per token: tokens the model generated
 are trained on (mask 1); tokens the environment inserted (tool observations, later turns'
-prompts) are context only (mask 0). Nothing is ever re-tokenised between turns.
+prompts) are context only (mask 0). Nothing is ever re-tokenised between turns. What the
+rollout learns about an episode besides its score (how it ended, its tool use, its verifier's
+flags) is an :class:`EpisodeInfo`.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def new_id() -> str:
@@ -75,6 +78,65 @@ class Turn(BaseModel):
     gen_seconds: float = 0.0
 
 
+EndReason = Literal["running", "done", "turn_limit", "token_limit", "time_limit", "failed"]
+"""Why an episode ended: ``done`` (the environment said so: a final answer, ``submit``), a
+rollout limit (``turn_limit``, ``token_limit``, ``time_limit``: the environment's ``finish``
+scored the state reached), or ``failed`` (a rollout failure, recorded in ``Episode.errors``).
+``running``: not ended yet."""
+
+
+class EpisodeInfo(BaseModel):
+    """What the rollout records about an episode besides its turns and score.
+
+    The rollout sets ``end_reason`` and ``tools_presented``; environments report the rest
+    through ``Observation.info``, a plain dict merged in by :meth:`merge`: ``tool_calls``,
+    ``tool_errors`` and ``flags`` land in their fields, any other key in ``extra`` (a domain's
+    own details, documented by its environment: the terminal domain's ``git_diff``, the code
+    domain's ``verify`` statistics...).
+
+    Episodes stored before this record existed kept ``info`` as a free dict with the same key
+    names; they load unchanged: known keys fill their fields, ``tool_error_count`` (now derived)
+    is dropped, any other key goes to ``extra``.
+    """
+
+    model_config = ConfigDict(validate_assignment=True)
+    end_reason: EndReason = "running"
+    tools_presented: Literal["chat_template", "system_prompt"] | None = None  # None: the episode had no tools
+    tool_calls: dict[str, int] = Field(default_factory=dict)  # tool name -> calls that ran (submit included)
+    tool_errors: dict[str, int] = Field(default_factory=dict)  # kind (malformed, unknown_tool, no_call...) -> count
+    flags: list[str] = Field(default_factory=list)  # reward-hack patterns the verifier saw (practicum.verify.flags)
+    extra: dict[str, Any] = Field(default_factory=dict)  # domain-specific details, by the environment's key
+
+    @property
+    def tool_error_count(self) -> int:
+        return sum(self.tool_errors.values())
+
+    def merge(self, info: Mapping[str, Any]) -> None:
+        """Take in an environment's ``Observation.info``. Its values replace earlier ones (an
+        environment reports its running totals). Keys the rollout owns are refused: an
+        environment that sends them is a bug."""
+        for key, value in info.items():
+            if key in _ENV_FIELDS:
+                setattr(self, key, value)
+            elif key in EpisodeInfo.model_fields:
+                raise ValueError(f"an environment may not set Episode.info.{key} (the rollout owns it)")
+            else:
+                self.extra[key] = value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_the_old_dict(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.keys() <= cls.model_fields.keys():
+            return data
+        out = {k: v for k, v in data.items() if k in cls.model_fields}
+        rest = {k: v for k, v in data.items() if k not in cls.model_fields and k != "tool_error_count"}
+        out["extra"] = {**out.get("extra", {}), **rest}
+        return out
+
+
+_ENV_FIELDS = frozenset({"tool_calls", "tool_errors", "flags"})
+
+
 class EpisodeState(StrEnum):
     """Lifecycle of an episode, recorded in the store when each transition happens.
 
@@ -114,7 +176,7 @@ class Episode(BaseModel):
     reason: str = ""  # why it was dropped or failed
     started_at: float = Field(default_factory=time.time)
     seconds: float = 0.0
-    info: dict[str, Any] = Field(default_factory=dict)
+    info: EpisodeInfo = Field(default_factory=EpisodeInfo)
 
     @property
     def reward(self) -> float:

@@ -21,6 +21,7 @@ from practicum.envs.base import Environment
 from practicum.errors import RolloutFailure
 from practicum.records import (
     ACTIVE_EPISODE,
+    EndReason,
     Episode,
     EpisodeError,
     EpisodeState,
@@ -53,7 +54,7 @@ async def run_episodes(
 ) -> list[Episode]:
     """Run one episode per task and return them, in order, each done or failed.
 
-    Limits end an episode cleanly with its reason in ``Episode.info["end_reason"]``:
+    Limits end an episode cleanly with its reason in ``Episode.info.end_reason``:
     ``turn_limit`` (``max_turns`` model turns), ``token_limit`` (``max_tokens`` generated tokens
     in all), ``time_limit`` (``max_seconds`` of wall time). An environment that has a
     ``finish(reason)`` method scores the state reached (a terminal task runs its tests on it);
@@ -163,19 +164,19 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
     ep.messages = list(obs.messages)
     tools = obs.tools or None
     if tools and getattr(engine, "supports_tools", False):
-        ep.info["tools_presented"] = "chat_template"
+        ep.info.tools_presented = "chat_template"
         return _Live(ep, env, engine.chat_ids(ep.messages, tools=tools), tools)
     if tools:  # the documented system-prompt convention (practicum.tools)
         ep.messages = with_tool_prompt(ep.messages, tools)
-        ep.info["tools_presented"] = "system_prompt"
+        ep.info.tools_presented = "system_prompt"
     return _Live(ep, env, engine.chat_ids(ep.messages))
 
 
-async def _end(x: _Live, reason: str, message: str) -> None:
+async def _end(x: _Live, reason: EndReason, message: str) -> None:
     """End a running episode at a limit: let the environment score what was reached."""
     ep = x.episode
     ep.errors.append(EpisodeError(kind=reason, message=message))
-    ep.info["end_reason"] = reason
+    ep.info.end_reason = reason
     finish = getattr(x.env, "finish", None)
     try:
         obs = await finish(reason) if finish is not None else None
@@ -185,7 +186,7 @@ async def _end(x: _Live, reason: str, message: str) -> None:
         return
     if obs is not None and obs.score is not None:
         ep.score = obs.score
-        ep.info.update(obs.info)
+        ep.info.merge(obs.info)
     else:
         ep.score = Score(value=0.0, explanation=f"{reason}: {message}")
     ep.state = EpisodeState.done
@@ -213,10 +214,10 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
         _fail(ep, e)
         await x.env.close()
         return
-    ep.info.update(obs.info)
+    ep.info.merge(obs.info)
     if obs.done:
         ep.score = obs.score if obs.score is not None else Score(value=0.0, explanation="environment gave no score")
-        ep.info.setdefault("end_reason", "done")
+        ep.info.end_reason = "done"
         ep.state = EpisodeState.done
         await x.env.close()
         return
@@ -230,7 +231,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
 
 def _fail(ep: Episode, e: RolloutFailure) -> None:
     ep.errors.append(EpisodeError(kind=e.kind, message=str(e)))
-    ep.info["end_reason"] = "failed"
+    ep.info.end_reason = "failed"
     ep.score = Score(value=0.0, explanation=f"{e.kind} failure: {e}")
     ep.state = EpisodeState.failed
 

@@ -18,7 +18,7 @@ Calls are parsed from the model's text (:func:`parse_tool_calls`: the tagged JSO
 more per reply) or taken from an OpenAI-style ``tool_calls`` list (:func:`from_openai`). A
 malformed call, an unknown tool or arguments that fail validation become a
 :class:`ToolCallError` whose message is shown to the model as the observation, so it can
-recover; environments count them on the episode (``Episode.info["tool_errors"]``).
+recover; environments count them on the episode (``Episode.info.tool_errors``).
 """
 
 from __future__ import annotations

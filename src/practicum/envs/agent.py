@@ -4,7 +4,7 @@
 :mod:`practicum.tools`), parses each reply's tool calls, runs them and returns their results as
 ``tool`` messages. Unusable calls (malformed, unknown tool, bad arguments) and tools that fail
 become observations the model can read and recover from; they are counted in the episode's
-``info["tool_calls"]`` and ``info["tool_errors"]`` (by kind). A reply with no tool call gets a
+``info.tool_calls`` and ``info.tool_errors`` (by kind). A reply with no tool call gets a
 reminder, counted as ``no_call``. Calling the ``submit`` tool ends the episode and the subclass's
 :meth:`ToolEnvironment.score` runs; so does :meth:`finish` when a rollout limit ends it.
 
@@ -104,8 +104,7 @@ class ToolEnvironment:
         return Observation(messages=[], done=True, score=score, info=self._info())
 
     def _info(self) -> dict[str, Any]:
-        return {"tool_calls": dict(self.calls), "tool_errors": dict(self.errors),
-                "tool_error_count": sum(self.errors.values())}
+        return {"tool_calls": dict(self.calls), "tool_errors": dict(self.errors)}
 
     def _submit_tool(self) -> Tool:
         async def submit(answer: str = "") -> str:

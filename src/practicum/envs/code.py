@@ -363,8 +363,7 @@ class CodeEnv:
         assert self.tests is not None
         verdict = await self.verifier.verify(self.tests, code)
         info = {"flags": verdict.flags,
-                "verify": {"rounds": verdict.rounds, "calls": verdict.calls, "seconds": verdict.seconds},
-                "tool_calls": {"python": self.runs}, "tool_error_count": self.failed_runs}
+                "verify": {"rounds": verdict.rounds, "calls": verdict.calls, "seconds": verdict.seconds}}
         return Observation(messages=[], done=True, score=verdict.score, info=info)
 
     async def close(self) -> None:

@@ -26,9 +26,11 @@ Verification runs after the episode, in the same session but in a clean verifier
 agent has no more turns, ``/tests`` and ``/logs/verifier`` are emptied (a planted reward or test
 helper is gone), ``tests/`` is copied in, ``bash /tests/test.sh`` runs with the workdir as its
 working directory, and the reward is read from ``/logs/verifier/reward.txt`` or ``reward.json``.
-The final ``git diff`` against the baseline is stored in ``Episode.info["git_diff"]``. There is
-no network. A reference solution (``run_reference``) is copied to ``/solution`` (container
-mode) and ``solve.sh`` runs from the workdir, as Harbor's oracle agent does.
+The final ``git diff`` against the baseline is stored in ``Episode.info.extra["git_diff"]``,
+with ``end`` (why the agent stopped), ``verifier`` (test.sh's status, exit code and output
+tail) and, in container mode, ``image`` (which image, and how its FROM was mapped). There is no
+network. A reference solution (``run_reference``) is copied to ``/solution`` (container mode)
+and ``solve.sh`` runs from the workdir, as Harbor's oracle agent does.
 """
 
 from __future__ import annotations

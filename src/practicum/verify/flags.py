@@ -1,6 +1,6 @@
 """Known reward-hack patterns, recognised in a solution's source and in its worker's behaviour.
 
-Flags are *informative*: they are reported on the episode (``Episode.info["flags"]`` and
+Flags are *informative*: they are reported on the episode (``Episode.info.flags`` and
 ``flag:<name>`` score components) so that hacking attempts can be counted, read and filtered.
 They never raise a score — the verifier's design is what keeps a wrong solution at 0 — and
 they may miss a hack or, rarely, flag an honest solution.
