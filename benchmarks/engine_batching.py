@@ -58,11 +58,9 @@ class BatchAtATime:
     def policy_version(self) -> int:
         return self.engine.policy_version
 
-    def chat_ids(self, messages: list[Message]) -> list[int]:
-        return self.engine.chat_ids(messages)
-
-    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
-        return self.engine.append_ids(messages, new, context_ids)
+    @property
+    def renderer(self) -> Any:
+        return self.engine.renderer
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         return await self.engine.generate_batch(prompts, params)
@@ -75,7 +73,7 @@ async def episode(engine: BatchingEngine, messages: list[Message], params: Sampl
                   env_seconds: list[float], start: float, t0: float, latencies: list[float]) -> dict[str, float]:
     await asyncio.sleep(max(0.0, t0 + start - time.perf_counter()))
     began = time.perf_counter()
-    ids = engine.chat_ids(messages)
+    ids = engine.renderer.chat_ids(messages)
     tokens = 0
     for turn in range(turns):
         asked = time.perf_counter()
@@ -86,7 +84,7 @@ async def episode(engine: BatchingEngine, messages: list[Message], params: Sampl
             break
         await asyncio.sleep(env_seconds[turn])  # the environment: a tool call, a test run
         reply = Message(role="assistant", content=c.text)
-        ids = ids + c.ids + engine.append_ids([*messages, reply], [FOLLOW_UP], ids + c.ids)
+        ids = ids + c.ids + engine.renderer.append_ids([*messages, reply], [FOLLOW_UP], ids + c.ids)
         messages = [*messages, reply, FOLLOW_UP]
     return {"tokens": tokens, "seconds": time.perf_counter() - began}
 
@@ -145,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     hf = HFEngine(resolve_model(cfg.model.name), dtype=dtype, max_batch=cfg.model.max_batch)
     work = workload(domain, args)
     sides = {"batch": lambda: BatchingEngine(BatchAtATime(hf)), "continuous": lambda: BatchingEngine(hf)}
-    asyncio.run(hf.generate([hf.chat_ids(work[0]["messages"])], SamplingParams(max_new_tokens=4)))  # warm-up
+    asyncio.run(hf.generate([hf.renderer.chat_ids(work[0]["messages"])], SamplingParams(max_new_tokens=4)))  # warm-up
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
     for rep in range(args.repeats):
         for name, make in sides.items():

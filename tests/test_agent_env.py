@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from practicum.engines.base import SamplingParams
-from practicum.engines.scripted import ScriptedEngine
+from practicum.engines.scripted import ByteRenderer, ScriptedEngine
 from practicum.envs.agent import ToolEnvironment
 from practicum.records import EpisodeState, Message, Score, Task
 from practicum.rollout import run_episodes
@@ -105,13 +105,12 @@ def test_limits_end_the_episode_cleanly_and_score_the_state():
         assert ep.state == EpisodeState.done and ep.reward == 1.0 and env.closed == 1
 
 
-class ToolTemplateEngine(ScriptedEngine):
-    """A scripted engine whose 'chat template' renders tools itself."""
+class ToolTemplateRenderer(ByteRenderer):
+    """A scripted 'chat template' that renders tools itself (it records the tools it was given)."""
 
     supports_tools = True
 
-    def __init__(self, reply):
-        super().__init__(reply)
+    def __init__(self) -> None:
         self.rendered_tools: list = []
 
     def chat_ids(self, messages, tools=None):
@@ -128,10 +127,11 @@ def test_tools_go_through_the_chat_template_when_it_supports_them():
     and continuations) and the messages stay as the task wrote them; without one, the
     documented convention is added to the system message instead."""
     script = [call("write_file", path="notes.txt", text="seven"), call("submit")]
-    native = ToolTemplateEngine(lambda prompt, i: script[i])
+    renderer = ToolTemplateRenderer()
+    native = ScriptedEngine(lambda prompt, i: script[i], renderer=renderer)
     [ep] = asyncio.run(run_episodes([TASK], lambda t: NotesEnv(), native, SamplingParams(max_new_tokens=500), max_turns=4))
     assert ep.reward == 1.0 and ep.info.tools_presented == "chat_template"
-    assert native.rendered_tools == [["write_file", "read_file", "submit"]] * 2
+    assert renderer.rendered_tools == [["write_file", "read_file", "submit"]] * 2
     assert ep.messages[0].role == "user" and "<tool_call>" not in ep.messages[0].content
 
     plain = ScriptedEngine(lambda prompt, i: script[i])

@@ -11,6 +11,7 @@ import torch
 from practicum.config import AlgorithmConfig, TrainerConfig
 from practicum.engines.base import SamplingParams
 from practicum.engines.hf import HFEngine
+from practicum.engines.render import ChatRenderer
 from practicum.envs.toy import ToyDomain
 from practicum.models import resolve_model
 from practicum.records import Message
@@ -37,29 +38,29 @@ def test_tiny_checkpoint_renders_chats_without_unknown_tokens(tiny_model_path):
     tokenizer render every toy prompt to known ids, append-only across turns."""
     assert resolve_model(str(tiny_model_path)) == tiny_model_path
     engine = _engine(tiny_model_path)
-    unk = engine.tokenizer.unk_token_id
+    unk = engine.renderer.tokenizer.unk_token_id
     vocab = tiny_vocab()
     msgs = [Message(role="system", content="say the word"), Message(role="user", content="say seven")]
-    ids = engine.chat_ids(msgs)
+    ids = engine.renderer.chat_ids(msgs)
     assert unk not in ids
     assert ids[:2] == [vocab["<|im_start|>"], vocab["system"]]
     assert ids[-2:] == [vocab["<|im_start|>"], vocab["assistant"]]
-    assert engine.decode(ids) == "system say the word user say seven assistant"
+    assert engine.renderer.decode(ids) == "system say the word user say seven assistant"
     # a reply followed by the environment's next message extends the context exactly
     reply = [vocab["seven"], vocab["seven"], vocab["<|im_end|>"]]
     later = [*msgs, Message(role="assistant", content="seven seven")]
     new = [Message(role="user", content="please say seven")]
-    assert ids + reply + engine.append_ids(later, new) == engine.chat_ids(later + new)
-    assert engine.stop_token_ids == [vocab["<|im_end|>"]]
+    assert ids + reply + engine.renderer.append_ids(later, new) == engine.renderer.chat_ids(later + new)
+    assert engine.renderer.stop_ids == (vocab["<|im_end|>"],)
     for task in ToyDomain(targets=TINY_WORDS, eval_size=len(TINY_WORDS)).source.eval_tasks():
-        assert unk not in engine.chat_ids(task.prompt)
+        assert unk not in engine.renderer.chat_ids(task.prompt)
 
 
 def test_sampling_is_seeded_and_logprobs_match_the_trainer(tiny_model_path):
     """Same seed, same samples; greedy is deterministic; and the engine's behaviour log-probs are
     the trainer's log-probs of the same tokens (both fp32), so the ids line up exactly."""
     engine = _engine(tiny_model_path)
-    prompt = engine.chat_ids([Message(role="user", content="say seven")])
+    prompt = engine.renderer.chat_ids([Message(role="user", content="say seven")])
     prompts = [prompt, prompt[:-4] + prompt[-2:], prompt]
     params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
     a = asyncio.run(engine.generate(prompts, params))
@@ -72,7 +73,7 @@ def test_sampling_is_seeded_and_logprobs_match_the_trainer(tiny_model_path):
     assert g1.ids == g2.ids
     for c in a:
         assert len(c.ids) == len(c.logprobs) > 0 and all(lp <= 0 for lp in c.logprobs)
-        assert (c.finish_reason == "stop") == (c.ids[-1] == engine.tokenizer.eos_token_id)
+        assert (c.finish_reason == "stop") == (c.ids[-1] == engine.renderer.tokenizer.eos_token_id)
     trainer = _trainer(tiny_model_path, lr=1e-9)
     samples = [Sample(p + c.ids, [0] * len(p) + [1] * len(c.ids), [0.0] * len(p) + c.logprobs, 1.0)
                for p, c in zip(prompts, a)]
@@ -94,7 +95,7 @@ def varied_model_path(tmp_path_factory):
 def _prompts(engine) -> list[list[int]]:
     """Five prompts of different lengths (left padding differs for each)."""
     texts = ["say seven", "say three please", "one", "say the word nine please say it", "yes no yes"]
-    return [engine.chat_ids([Message(role="user", content=t)]) for t in texts]
+    return [engine.renderer.chat_ids([Message(role="user", content=t)]) for t in texts]
 
 
 def test_batched_generation_equals_one_by_one(varied_model_path):
@@ -129,7 +130,7 @@ def test_stop_string_ends_the_reply(varied_model_path):
     prompt = _prompts(engine)[0]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
     (full,) = _generate(engine, [prompt], greedy)
-    words = [engine.decode([i]) for i in full.ids]
+    words = [engine.renderer.decode([i]) for i in full.ids]
     assert full.finish_reason == "length" and all(words)  # twelve real words, no end of turn
     j = next(i for i in range(2, len(words)) if words[i] not in words[:i])  # a word first seen late
     cut = j
@@ -143,7 +144,7 @@ def test_unseeded_sampling_follows_torch_manual_seed(tiny_model_path):
     torch.manual_seed makes it reproducible, and it does not reseed the global RNG behind the
     caller's back."""
     engine = _engine(tiny_model_path)
-    prompts = [engine.chat_ids([Message(role="user", content="say seven")])] * 3
+    prompts = [engine.renderer.chat_ids([Message(role="user", content="say seven")])] * 3
     runs, after = [], []
     for _ in range(2):
         torch.manual_seed(0)
@@ -188,21 +189,21 @@ def test_real_template_continuation_keeps_the_newline_after_end_of_turn():
     path = cached_path("smollm2-135m-instruct")
     if not is_checkpoint(path):
         pytest.skip("embedded model not prepared (make setup prepares it)")
-    engine = HFEngine.__new__(HFEngine)  # only the tokenizer is needed: skip loading weights
-    engine.tokenizer = AutoTokenizer.from_pretrained(path)
+    renderer = ChatRenderer(AutoTokenizer.from_pretrained(path))  # no weights: rendering needs none
+    tokenizer = renderer.tokenizer
     msgs = [Message(role="system", content="be brief"), Message(role="user", content="2 + 2 =")]
-    ids = engine.chat_ids(msgs)
+    ids = renderer.chat_ids(msgs)
     reply_text = "4\n<answer>4</answer>"
-    reply = engine.tokenizer(reply_text, add_special_tokens=False).input_ids + [engine.tokenizer.eos_token_id]
+    reply = tokenizer(reply_text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
     later = [*msgs, Message(role="assistant", content=reply_text)]
     new = [Message(role="user", content="and 3 + 3?")]
-    extended = ids + reply + engine.append_ids(later, new, ids + reply)
-    assert extended == engine.chat_ids(later + new)
+    extended = ids + reply + renderer.append_ids(later, new, ids + reply)
+    assert extended == renderer.chat_ids(later + new)
     # a reply cut off at the token limit (no end-of-turn token) is closed by the continuation
-    cut = engine.tokenizer("4\n<answer>", add_special_tokens=False).input_ids
+    cut = tokenizer("4\n<answer>", add_special_tokens=False).input_ids
     later_cut = [*msgs, Message(role="assistant", content="4\n<answer>")]
-    tail = engine.append_ids(later_cut, new, ids + cut)
-    assert engine.tokenizer.decode(tail).startswith("<|im_end|>\n<|im_start|>user")
+    tail = renderer.append_ids(later_cut, new, ids + cut)
+    assert tokenizer.decode(tail).startswith("<|im_end|>\n<|im_start|>user")
 
 
 # --- continuous batching -----------------------------------------------------------------------
@@ -345,7 +346,7 @@ def test_a_stop_string_ends_only_its_own_row(varied_model_path):
     prompt = _prompts(engine)[0]
     greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
     (full,) = _generate(engine, [prompt], greedy)
-    words = [engine.decode([i]) for i in full.ids]
+    words = [engine.renderer.decode([i]) for i in full.ids]
     j = next(i for i in range(2, len(words)) if words[i] not in words[:i])
     stopping = SamplingParams(max_new_tokens=12, temperature=0.0, stop=(words[j],))
 
@@ -482,7 +483,7 @@ def test_embedded_model_requests_join_mid_decode(dtype):
     engine = _embedded_engine(dtype)
     qs = ["What is 12 + 7?", "Write a haiku about rain.", "Name three colours.",
           "Explain recursion in one sentence, briefly and clearly."]
-    prompts = [engine.chat_ids([Message(role="user", content=q)]) for q in qs]
+    prompts = [engine.renderer.chat_ids([Message(role="user", content=q)]) for q in qs]
     if dtype == torch.float32:
         params = [SamplingParams(max_new_tokens=24, temperature=1.0, seed=i) for i in range(4)]
     else:

@@ -60,7 +60,7 @@ def test_run_groups_scores_every_episode(domain):
             assert ep.state == EpisodeState.done and ep.score is not None and not ep.errors
             assert ep.task_id == g.task.id and ep.domain == "arith"
             (turn,) = ep.turns
-            assert turn.prompt_ids == engine.chat_ids(g.task.prompt)
+            assert turn.prompt_ids == engine.renderer.chat_ids(g.task.prompt)
             assert turn.completion_ids[-1] == EOS and turn.finish_reason == "stop"
             assert len(turn.logprobs) == len(turn.completion_ids)
             assert ep.messages[-1] == Message(role="assistant", content=turn.text)
@@ -161,7 +161,7 @@ def test_multi_turn_episode_context_and_loss_mask():
     assert ep.state == EpisodeState.done and len(ep.turns) == 2
     assert ep.reward == pytest.approx((1.0 + 0.5) / 2)  # turn scores 2/2 and 1/2
     t1, t2 = ep.turns
-    observation = engine.append_ids(ep.messages[:3], [Message(role="user", content="please say seven")])
+    observation = engine.renderer.append_ids(ep.messages[:3], [Message(role="user", content="please say seven")])
     assert t2.prompt_ids == t1.prompt_ids + t1.completion_ids + observation
     ids, mask, logps = ep.training_sequence()
     assert ids == t2.prompt_ids + t2.completion_ids

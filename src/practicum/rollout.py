@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Environment
@@ -40,7 +41,7 @@ class _Live:
     episode: Episode
     env: Environment
     ids: list[int]  # the full context so far, as token ids
-    tools: list[dict] | None = None  # schemas rendered by the chat template (None: not, or none)
+    tools: list[dict[str, Any]] | None = None  # schemas rendered by the chat template (None: not, or none)
 
 
 async def run_episodes(
@@ -163,13 +164,14 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
         return _Live(ep, env, [])
     ep.messages = list(obs.messages)
     tools = obs.tools or None
-    if tools and getattr(engine, "supports_tools", False):
+    renderer = engine.renderer
+    if tools and renderer.supports_tools:
         ep.info.tools_presented = "chat_template"
-        return _Live(ep, env, engine.chat_ids(ep.messages, tools=tools), tools)
+        return _Live(ep, env, renderer.chat_ids(ep.messages, tools=tools), tools)
     if tools:  # the documented system-prompt convention (practicum.tools)
         ep.messages = with_tool_prompt(ep.messages, tools)
         ep.info.tools_presented = "system_prompt"
-    return _Live(ep, env, engine.chat_ids(ep.messages))
+    return _Live(ep, env, renderer.chat_ids(ep.messages))
 
 
 async def _end(x: _Live, reason: EndReason, message: str) -> None:
@@ -222,10 +224,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
         await x.env.close()
         return
     if not last_turn:
-        if x.tools:
-            x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids, tools=x.tools)
-        else:
-            x.ids = x.ids + engine.append_ids(ep.messages, obs.messages, x.ids)
+        x.ids = x.ids + engine.renderer.append_ids(ep.messages, obs.messages, x.ids, tools=x.tools)
     ep.messages.extend(obs.messages)
 
 

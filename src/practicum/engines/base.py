@@ -1,15 +1,19 @@
-"""The Engine protocol: turn token contexts into sampled completions, and take new weights.
+"""The Engine and Renderer protocols: turn token contexts into sampled completions, take new
+weights, and render conversations into those token contexts.
 
 An engine works on token ids, not text, so that the ids it samples are exactly the ids the
-trainer trains on. Chat rendering lives here too (``chat_ids``/``append_ids``) because it
-depends on the model's tokenizer and template; environments speak in messages only.
+trainer trains on. Environments speak in messages only; an engine's ``renderer`` turns them
+into ids with the model's tokenizer and chat template. A renderer holds no model, so the
+engines that serve one model (and wrappers such as
+:class:`~practicum.engines.batching.BatchingEngine`) share one: :class:`~practicum.engines.render.ChatRenderer`
+for transformers tokenizers, a byte renderer for :class:`~practicum.engines.scripted.ScriptedEngine`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -37,20 +41,48 @@ class Completion:
 
 
 @runtime_checkable
-class Engine(Protocol):
-    """Generates tokens. Implementations: :class:`HFEngine`, :class:`ScriptedEngine`."""
+class Renderer(Protocol):
+    """Renders conversations into the token ids of one model, and its samples back into text."""
 
-    policy_version: int
-
-    def chat_ids(self, messages: list[Message]) -> list[int]:
-        """Render a conversation with the model's chat template, ending with the assistant cue.
-        Engines whose template renders tools also accept ``tools=`` (OpenAI-style schemas) here
-        and in ``append_ids``, and say so with a true ``supports_tools`` attribute."""
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the chat template renders tool schemas (the ``tools`` arguments); when not,
+        the rollout presents tools in the system prompt and passes none here."""
         ...
 
-    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None) -> list[int]:
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """The tokens that end a turn."""
+        ...
+
+    def chat_ids(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """Render a conversation, ending with the assistant cue. ``tools``: OpenAI-style schemas."""
+        ...
+
+    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None,
+                   tools: list[dict[str, Any]] | None = None) -> list[int]:
         """The ids that extend ``messages`` (already rendered as ``context_ids``) by ``new`` and
-        the assistant cue."""
+        the assistant cue; the ids already held are never re-tokenised."""
+        ...
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of ``ids``, without special tokens."""
+        ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Generates tokens. Implementations: :class:`HFEngine`, :class:`ScriptedEngine`, and the
+    :class:`BatchingEngine` wrapper."""
+
+    @property
+    def policy_version(self) -> int:
+        """The version of the weights that new requests sample from."""
+        ...
+
+    @property
+    def renderer(self) -> Renderer:
+        """How conversations become this engine's prompts."""
         ...
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
-from practicum.engines.base import Completion, ContinuousEngine, Engine, SamplingParams
+from practicum.engines.base import Completion, ContinuousEngine, Engine, Renderer, SamplingParams
 from practicum.errors import EngineFailure
 
 
@@ -53,10 +52,9 @@ class BatchingEngine:
     def policy_version(self) -> int:
         return self.engine.policy_version
 
-    def __getattr__(self, name: str) -> Any:  # chat_ids, append_ids, supports_tools, decode...
-        if name.startswith("__") or name in ("engine", "_pending", "_wake", "_worker", "_lock", "continuous"):
-            raise AttributeError(name)
-        return getattr(self.engine, name)
+    @property
+    def renderer(self) -> Renderer:
+        return self.engine.renderer
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         if self.continuous:

@@ -2,7 +2,9 @@
 
 The engine keeps its own copy of the weights in the generation dtype (bf16 on CPU is about
 twice as fast as fp32 for the embedded model), separate from the trainer's fp32 master
-weights; :meth:`HFEngine.load_weights` copies new weights in place after each update.
+weights; :meth:`HFEngine.load_weights` copies new weights in place after each update. Chat
+rendering is the engine's ``renderer``, a :class:`~practicum.engines.render.ChatRenderer` over
+the checkpoint's tokenizer.
 
 **Continuous batching.** :meth:`HFEngine.submit` (one request) and :meth:`HFEngine.generate`
 (n requests submitted together) hand requests to one decode thread that owns the running
@@ -53,7 +55,7 @@ from pathlib import Path
 import torch
 
 from practicum.engines.base import Completion, SamplingParams
-from practicum.records import Message
+from practicum.engines.render import ChatRenderer
 
 
 def _sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -103,10 +105,6 @@ def _request_seed(seed: int, digest: bytes, n: int) -> int:
     return int.from_bytes(h, "little") >> 1
 
 
-def _as_dicts(messages: list[Message]) -> list[dict[str, str]]:
-    return [{"role": m.role, "content": m.content} for m in messages]
-
-
 @dataclass(eq=False)
 class _Request:
     ids: list[int]
@@ -143,6 +141,9 @@ def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
 
 
 class HFEngine:
+    """The :class:`~practicum.engines.base.Engine` (a continuous one) of a transformers checkpoint
+    folder, in this process."""
+
     def __init__(
         self,
         path: str | Path,
@@ -156,13 +157,12 @@ class HFEngine:
         self.device = torch.device(device)
         self.dtype = dtype
         self.max_batch = max_batch  # most rows decoding at once; the rest wait
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device)
         self.model.eval()
         self.model.requires_grad_(False)
+        tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.renderer = ChatRenderer(tokenizer, self.model.generation_config.eos_token_id)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.policy_version = 0
         self.continuous = True  # batches concurrent requests itself (see BatchingEngine)
         self.steps = 0  # decode steps run by the continuous path (for tests and benchmarks)
@@ -177,51 +177,6 @@ class HFEngine:
         self._closing = False
         self._counts: OrderedDict[tuple[int, bytes], int] = OrderedDict()  # submit's n per (seed, prompt)
         self._staged: dict[asyncio.AbstractEventLoop, list[_Request]] = {}  # made in this pass of a loop
-
-    # --- chat rendering -------------------------------------------------------------------
-    @property
-    def supports_tools(self) -> bool:
-        """Whether the model's chat template renders tool schemas itself."""
-        return "tools" in (self.tokenizer.chat_template or "")
-
-    def chat_ids(self, messages: list[Message], tools: list[dict] | None = None) -> list[int]:
-        text = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, add_generation_prompt=True,
-                                                  **({"tools": tools} if tools else {}))
-        return list(self.tokenizer(text, add_special_tokens=False).input_ids)
-
-    def append_ids(self, messages: list[Message], new: list[Message], context_ids: list[int] | None = None,
-                   tools: list[dict] | None = None) -> list[int]:
-        """Ids that extend a conversation by ``new`` messages and the assistant cue.
-
-        Earlier ids are never re-tokenised: the longer conversation is rendered as text and only
-        the part beyond what the context already holds is tokenised. ``context_ids`` (the ids the
-        model actually saw and generated) make this exact where the template adds text after a
-        reply's end-of-turn token (ChatML's newline after ``<|im_end|>``), and close a reply that
-        was cut off at the token limit.
-        """
-        extra = {"tools": tools} if tools else {}
-        after = self.tokenizer.apply_chat_template(
-            _as_dicts(messages + new), tokenize=False, add_generation_prompt=True, **extra
-        )
-        if context_ids is not None:
-            held = self.tokenizer.decode(context_ids, skip_special_tokens=False)
-            if after.startswith(held):
-                return list(self.tokenizer(after[len(held):], add_special_tokens=False).input_ids)
-        before = self.tokenizer.apply_chat_template(_as_dicts(messages), tokenize=False, **extra)
-        if not after.startswith(before):
-            raise ValueError("chat template does not render conversations append-only")
-        return list(self.tokenizer(after[len(before):], add_special_tokens=False).input_ids)
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    @property
-    def stop_token_ids(self) -> list[int]:
-        ids = self.model.generation_config.eos_token_id
-        ids = [ids] if isinstance(ids, int) else list(ids or [])
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in ids:
-            ids.append(self.tokenizer.eos_token_id)
-        return ids
 
     # --- continuous batching: the callers' side ---------------------------------------------
     async def submit(self, ids: list[int], params: SamplingParams) -> Completion:
@@ -343,7 +298,7 @@ class HFEngine:
         """Prefill newcomers: each distinct prompt once, its cache rows copied for repeats."""
         from transformers import DynamicCache
 
-        pad = self.tokenizer.pad_token_id
+        pad = self.pad_id
         now = time.perf_counter()
         for r in requests:
             r.started, r.version = now, self.policy_version
@@ -396,7 +351,7 @@ class HFEngine:
             tok[idx] = pick.clamp(max=logp.shape[-1] - 1)
         tok_logp = logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
         self.steps += 1
-        stops = set(self.stop_token_ids)
+        stops = set(self.renderer.stop_ids)
         keep: list[int] = []
         now = time.perf_counter()
         for i, (r, t, lp) in enumerate(zip(rows, tok.tolist(), tok_logp.tolist())):
@@ -427,7 +382,7 @@ class HFEngine:
         return _Batch([rows[i] for i in keep], cache, logits, attention, next_pos + 1)
 
     def _finish(self, r: _Request, reason: str, now: float) -> None:
-        r.deliver(Completion(ids=r.out_ids, logprobs=r.out_logp, text=self.decode(r.out_ids),
+        r.deliver(Completion(ids=r.out_ids, logprobs=r.out_logp, text=self.renderer.decode(r.out_ids),
                              finish_reason=reason, policy_version=r.version,  # type: ignore[arg-type]
                              seconds=now - r.submitted,
                              extra={"queue_seconds": r.started - r.submitted,
@@ -458,7 +413,7 @@ class HFEngine:
         from transformers import DynamicCache
 
         t0 = time.perf_counter()
-        pad = self.tokenizer.pad_token_id
+        pad = self.pad_id
         batch = len(prompts)
         # A GRPO batch repeats each prompt n times: prefill each distinct prompt once and
         # copy its KV-cache rows, which cuts prefill work by the group size.
@@ -469,7 +424,7 @@ class HFEngine:
             gen = torch.Generator(device=self.device)
             base = params.seed if params.seed is not None else int(torch.randint(0, 2**31 - 1, ()).item())
             gen.manual_seed(base + offset)
-        stops = torch.tensor(self.stop_token_ids, device=self.device)
+        stops = torch.tensor(self.renderer.stop_ids, device=self.device)
         out_ids: list[list[int]] = [[] for _ in range(batch)]
         out_logp: list[list[float]] = [[] for _ in range(batch)]
         finish = ["length"] * batch
@@ -511,13 +466,13 @@ class HFEngine:
             next_pos = next_pos + 1
         seconds = time.perf_counter() - t0
         return [
-            Completion(ids=out_ids[r], logprobs=out_logp[r], text=self.decode(out_ids[r]),
+            Completion(ids=out_ids[r], logprobs=out_logp[r], text=self.renderer.decode(out_ids[r]),
                        finish_reason=finish[r], policy_version=self.policy_version, seconds=seconds)  # type: ignore[arg-type]
             for r in range(batch)
         ]
 
     def _hits_stop(self, ids: list[int], stop: tuple[str, ...]) -> bool:
-        tail = self.tokenizer.decode(ids[-8:], skip_special_tokens=True)
+        tail = self.renderer.decode(ids[-8:])
         return any(s in tail for s in stop)
 
     # --- weights ---------------------------------------------------------------------------
