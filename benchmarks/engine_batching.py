@@ -68,6 +68,9 @@ class BatchAtATime:
     def load_weights(self, state: Any, version: int) -> None:
         self.engine.load_weights(state, version)
 
+    async def close(self) -> None:
+        return None  # a view: the engine it shows is closed by its owner
+
 
 async def episode(engine: BatchingEngine, messages: list[Message], params: SamplingParams, turns: int,
                   env_seconds: list[float], start: float, t0: float, latencies: list[float]) -> dict[str, float]:

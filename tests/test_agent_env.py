@@ -22,7 +22,7 @@ class NotesEnv(ToolEnvironment):
         self.files: dict[str, str] = {}
         self.closed = 0
 
-    def tools(self):
+    def make_tools(self):
         @tool
         async def write_file(path: str, text: str) -> str:
             """Write a file."""

@@ -67,7 +67,7 @@ def test_later_episodes_read_nothing_of_earlier_hidden_tests(tmp_path, concurren
         await env.setup(task)  # type: ignore[union-attr]
         shown = ""
         if tool_code is not None:
-            (python,) = [t for t in env.tools() if t.name == "python"]  # type: ignore[union-attr]
+            (python,) = [t for t in env.make_tools() if t.name == "python"]  # type: ignore[union-attr]
             shown = await python({"code": tool_code})
         env.submitted = answer  # type: ignore[union-attr]
         score = await env.score("submitted")  # type: ignore[union-attr]

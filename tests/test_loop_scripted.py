@@ -81,10 +81,16 @@ class FlakyEnv:
             raise self.exc
         return await self.inner.reset(task)
 
+    def tools(self):
+        return self.inner.tools()
+
     async def step(self, reply: str) -> Observation:
         if self.trigger in reply:
             raise self.exc
         return await self.inner.step(reply)
+
+    async def finish(self, reason: str) -> Observation:
+        return await self.inner.finish(reason)
 
     async def close(self) -> None:
         self.closed = True
@@ -204,8 +210,14 @@ class _FixedEnv:
     async def reset(self, task: Task) -> Observation:
         return Observation(messages=list(task.prompt))
 
+    def tools(self):
+        return []
+
     async def step(self, reply: str) -> Observation:
         return Observation(messages=[], done=True, score=Score(value=self.reward))
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[])
 
     async def close(self) -> None:
         return None

@@ -41,9 +41,15 @@ class Faulty:
         self._maybe()
         return await self.env.reset(task)
 
+    def tools(self):
+        return self.env.tools()
+
     async def step(self, reply: str) -> Observation:
         self._maybe()
         return await self.env.step(reply)
+
+    async def finish(self, reason: str) -> Observation:
+        return await self.env.finish(reason)
 
     async def close(self) -> None:
         await self.env.close()
@@ -58,6 +64,9 @@ class FaultyDomain:
 
     def make_env(self):
         return Faulty(self.inner.make_env(), self.rng, self.p, self.kinds)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 class FlakyEngine(ScriptedEngine):

@@ -357,9 +357,7 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
     finally:
         await run.orch.close()
         for dom in run.domains:  # domains that keep sandbox sessions warm release them here
-            close = getattr(dom, "close", None)
-            if close is not None:
-                await close()
+            await dom.close()
         await run.aclose()
 
 

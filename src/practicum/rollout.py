@@ -57,9 +57,9 @@ async def run_episodes(
 
     Limits end an episode cleanly with its reason in ``Episode.info.end_reason``:
     ``turn_limit`` (``max_turns`` model turns), ``token_limit`` (``max_tokens`` generated tokens
-    in all), ``time_limit`` (``max_seconds`` of wall time). An environment that has a
-    ``finish(reason)`` method scores the state reached (a terminal task runs its tests on it);
-    otherwise the episode scores 0.
+    in all), ``time_limit`` (``max_seconds`` of wall time). The environment's ``finish(reason)``
+    scores the state reached (a terminal task runs its tests on it), or gives no score (the
+    episode scores 0).
     """
     envs = [make_env(task) for task in tasks]
     live = list(await asyncio.gather(*(_start(task, env, engine) for task, env in zip(tasks, envs))))
@@ -163,7 +163,7 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
         await env.close()
         return _Live(ep, env, [])
     ep.messages = list(obs.messages)
-    tools = obs.tools or None
+    tools = [t.schema() for t in env.tools()] or None
     renderer = engine.renderer
     if tools and renderer.supports_tools:
         ep.info.tools_presented = "chat_template"
@@ -179,14 +179,13 @@ async def _end(x: _Live, reason: EndReason, message: str) -> None:
     ep = x.episode
     ep.errors.append(EpisodeError(kind=reason, message=message))
     ep.info.end_reason = reason
-    finish = getattr(x.env, "finish", None)
     try:
-        obs = await finish(reason) if finish is not None else None
+        obs = await x.env.finish(reason)
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()
         return
-    if obs is not None and obs.score is not None:
+    if obs.score is not None:
         ep.score = obs.score
         ep.info.merge(obs.info)
     else:

@@ -93,6 +93,11 @@ class Engine(Protocol):
         """Replace the weights in place (colocated trainer) and set the policy version."""
         ...
 
+    async def close(self) -> None:
+        """Stop serving: requests still waiting fail. A wrapper closes what it started, not the
+        engine it wraps (that engine's owner closes it)."""
+        ...
+
 
 @runtime_checkable
 class ContinuousEngine(Engine, Protocol):

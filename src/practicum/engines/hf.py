@@ -249,8 +249,12 @@ class HFEngine:
             self._thread.start()
             _LIVE.add(self)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Stop the decode thread; requests still waiting or decoding fail."""
+        await asyncio.to_thread(self.shutdown)
+
+    def shutdown(self) -> None:
+        """:meth:`close` without an event loop (at interpreter exit)."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
@@ -528,7 +532,7 @@ def _close_live_engines() -> None:
     # A decode thread still alive when the interpreter finalises makes torch abort the process
     # ("terminate called without an active exception"); stop them first.
     for engine in list(_LIVE):
-        engine.close()
+        engine.shutdown()
 
 
 def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable[[Completion | BaseException], None]:

@@ -71,3 +71,6 @@ class ScriptedEngine:
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         self.policy_version = version
         self.loaded.append(version)
+
+    async def close(self) -> None:
+        return None

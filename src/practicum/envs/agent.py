@@ -8,7 +8,8 @@ become observations the model can read and recover from; they are counted in the
 reminder, counted as ``no_call``. Calling the ``submit`` tool ends the episode and the subclass's
 :meth:`ToolEnvironment.score` runs; so does :meth:`finish` when a rollout limit ends it.
 
-Subclasses provide the tools, ``score(reason)``, and optionally ``setup``/``teardown``.
+Subclasses provide the tools (``make_tools``), ``score(reason)``, and optionally
+``setup``/``teardown``.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ class ToolEnvironment:
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.submitted: str | None = None
+        self._tools: dict[str, Tool] = {}
 
     # --- for subclasses ------------------------------------------------------------------------
-    def tools(self) -> list[Tool]:
-        """The tools of this episode (``submit`` is added)."""
+    def make_tools(self) -> list[Tool]:
+        """The tools of this episode, made at reset (``submit`` is added)."""
         return []
 
     async def setup(self, task: Task) -> None:
@@ -56,11 +58,14 @@ class ToolEnvironment:
     # --- the Environment protocol -------------------------------------------------------------
     async def reset(self, task: Task) -> Observation:
         self.task = task
-        self._tools = {t.name: t for t in [*self.tools(), self._submit_tool()]}
+        self._tools = {t.name: t for t in [*self.make_tools(), self._submit_tool()]}
         await self.setup(task)
-        # The rollout presents the tools: through the chat template where the model's template
+        return Observation(messages=list(task.prompt))
+
+    def tools(self) -> list[Tool]:
+        # The rollout presents them: through the chat template where the model's template
         # supports tools, else with the system-prompt convention (practicum.tools).
-        return Observation(messages=list(task.prompt), tools=[t.schema() for t in self._tools.values()])
+        return list(self._tools.values())
 
     async def step(self, reply: str) -> Observation:
         calls, errors = parse_tool_calls(reply, self._tools)

@@ -1,10 +1,21 @@
-"""The Environment protocol: async, multi-turn, one instance per episode.
+"""The Environment and Domain protocols: async, multi-turn, one environment per episode.
 
-``reset(task)`` returns the first observation (the messages the model sees); ``step(text)``
-takes the model's reply and returns the next observation, or ``done`` with a :class:`Score`.
-A single-turn domain is simply one whose first ``step`` is final. Failures that belong to one
-episode are raised as :class:`~practicum.errors.RolloutFailure` subclasses; the rollout loop
-records them on the episode.
+``reset(task)`` returns the first observation (the messages the model sees) and ``tools()``
+the tools the episode offers (none for a plain question); ``step(text)`` takes the model's
+reply and returns the next observation, or ``done`` with a :class:`Score`. A single-turn domain
+is simply one whose first ``step`` is final. When a rollout limit (turns, tokens, time) ends the
+episode first, ``finish(reason)`` scores the state reached, or gives no score (the episode then
+scores 0). ``close()`` releases the episode's resources once, however it ended. Failures that
+belong to one episode are raised as :class:`~practicum.errors.RolloutFailure` subclasses; the
+rollout loop records them on the episode.
+
+``Observation.info`` is how an environment reports details beyond the score; the rollout merges
+it into :class:`~practicum.records.EpisodeInfo` (:meth:`~practicum.records.EpisodeInfo.merge`):
+``tool_calls``, ``tool_errors`` and ``flags`` have fields there, any other key is kept in
+``EpisodeInfo.extra``.
+
+Every shipped environment and domain implements the whole protocol (a no-op ``finish`` or
+``close`` where it has nothing to do), so callers never probe for optional methods.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
+from practicum.tools import Tool
 
 
 @dataclass
@@ -23,19 +35,36 @@ class Observation:
     messages: list[Message]  # messages to append to the conversation before the next turn
     done: bool = False
     score: Score | None = None  # set when done
-    info: dict[str, Any] = field(default_factory=dict)
-    tools: list[dict[str, Any]] | None = None  # reset only: OpenAI-style schemas of the episode's tools
+    info: dict[str, Any] = field(default_factory=dict)  # merged into Episode.info (EpisodeInfo.merge)
 
 
 @runtime_checkable
 class Environment(Protocol):
+    """One episode of one task (see the module docstring for the order of calls)."""
+
     domain: str
 
-    async def reset(self, task: Task) -> Observation: ...
+    async def reset(self, task: Task) -> Observation:
+        """Start the episode: the messages the model sees first."""
+        ...
 
-    async def step(self, reply: str) -> Observation: ...
+    def tools(self) -> list[Tool]:
+        """The tools the model may call in this episode, after ``reset``; ``[]`` for none. The
+        rollout presents their schemas through the chat template, or in the system prompt."""
+        ...
 
-    async def close(self) -> None: ...
+    async def step(self, reply: str) -> Observation:
+        """Act on the model's reply: the next messages, or ``done`` with a score."""
+        ...
+
+    async def finish(self, reason: str) -> Observation:
+        """A rollout limit (``turn_limit``, ``token_limit``, ``time_limit``) ended the episode:
+        score the state reached, or return an observation without a score (scored 0)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the episode holds; called once when it ends, however it ended."""
+        ...
 
 
 class TaskSource(Protocol):
@@ -53,10 +82,20 @@ class TaskSource(Protocol):
 class Domain(Protocol):
     """A domain plugs a task source and an environment factory together."""
 
-    name: str
-    source: TaskSource
+    @property
+    def name(self) -> str: ...
 
-    def make_env(self) -> Environment: ...
+    @property
+    def source(self) -> TaskSource: ...
+
+    def make_env(self) -> Environment:
+        """A fresh environment for one episode."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the domain keeps between episodes (warm sandbox sessions); called once,
+        by whoever built the domain, when done with it."""
+        ...
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:

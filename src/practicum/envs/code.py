@@ -330,9 +330,15 @@ class CodeEnv:
         self.tests = CodeTests.model_validate(task.target)
         return Observation(messages=list(task.prompt))
 
+    def tools(self) -> list[Tool]:
+        return []
+
     async def step(self, reply: str) -> Observation:
         assert self.tests is not None, "step() before reset()"
         return await self._submit(extract_code(reply, self.tests.entry_point))
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[], done=True)  # no reply to verify: scored 0
 
     async def _run(self, code: str) -> str:
         try:
@@ -388,7 +394,7 @@ class CodeToolEnv(ToolEnvironment):
     async def setup(self, task: Task) -> None:
         await self.runner.reset(task)
 
-    def tools(self) -> list[Tool]:
+    def make_tools(self) -> list[Tool]:
         runner, config = self.runner, self.config
 
         @tool
@@ -485,10 +491,8 @@ class CodeDomain:
 
     async def close(self) -> None:
         """Close the sandbox sessions kept warm for the running event loop (tools', solutions' and graders')."""
-        for opener in dict.fromkeys([self.sandbox, self.verifier.graders], None):
-            close = getattr(opener, "close", None)
-            if close is not None:
-                await close()
+        for opener in dict.fromkeys([self.sandbox, self.verifier.graders]):
+            await opener.close()
 
 
 def code_sandboxes(backend: Any, size: int, limits: Limits) -> tuple[LoopPool, LoopPool]:

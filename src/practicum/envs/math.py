@@ -24,6 +24,7 @@ from practicum.envs.base import Observation, read_jsonl
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.scoring import RewardWeights, extract_answer
+from practicum.tools import Tool
 
 DEFAULT_SYSTEM_PROMPT = (
     "Solve the problem. Write the final answer inside <answer></answer> tags, "
@@ -174,6 +175,9 @@ class MathEnv:
         self.task = task
         return Observation(messages=list(task.prompt))
 
+    def tools(self) -> list[Tool]:
+        return []
+
     async def step(self, reply: str) -> Observation:
         assert self.task is not None, "step() before reset()"
         ex = extract_answer(reply)
@@ -184,6 +188,9 @@ class MathEnv:
             f"answer {ex.strict!r} in tags" if ex.formatted else f"no answer tags; last number {ex.lenient!r}"
         ) + f"; target {self.task.target!r}"
         return Observation(messages=[], done=True, score=Score(value=self.weights.combine(comps), components=comps, explanation=why))
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[], done=True)  # no answer given: scored 0
 
     async def close(self) -> None:
         return None
@@ -197,6 +204,9 @@ class MathDomain:
 
     def make_env(self) -> MathEnv:
         return MathEnv(self.name, self.source, self.weights)
+
+    async def close(self) -> None:
+        return None
 
 
 def _parse_math(text: str) -> list:

@@ -188,7 +188,7 @@ class TerminalEnv(ToolEnvironment):
             await session.close()
 
     # --- tools ----------------------------------------------------------------------------------
-    def tools(self) -> list[Tool]:
+    def make_tools(self) -> list[Tool]:
         env = self
 
         @tool
@@ -298,6 +298,9 @@ class TerminalDomain:
 
     def make_env(self) -> TerminalEnv:
         return TerminalEnv(self.name, self.source, self.sandbox)
+
+    async def close(self) -> None:
+        return None  # each episode's session is its environment's; images stay cached on disk
 
 
 @dataclass(frozen=True)

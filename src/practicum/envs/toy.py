@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from practicum.envs.base import Observation
 from practicum.records import Message, Score, Task
+from practicum.tools import Tool
 
 DEFAULT_TARGETS = ("seven", "three")
 
@@ -75,6 +76,9 @@ class ToyEnv:
         self.scores = []
         return Observation(messages=list(task.prompt))
 
+    def tools(self) -> list[Tool]:
+        return []
+
     async def step(self, reply: str) -> Observation:
         assert self.task is not None, "step() before reset()"
         target = str(self.task.target)
@@ -85,6 +89,9 @@ class ToyEnv:
         comps = {"hit": value, "exact": float(reply.split() == [target])}
         return Observation(messages=[], done=True, score=Score(value=value, components=comps,
                                                                explanation=f"{value:.2f} of the words were {target!r}"))
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[], done=True)  # the turns were not all answered: scored 0
 
     async def close(self) -> None:
         return None
@@ -101,3 +108,6 @@ class ToyDomain:
 
     def make_env(self) -> ToyEnv:
         return ToyEnv(self.name, self.turns)
+
+    async def close(self) -> None:
+        return None

@@ -239,3 +239,9 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def available(cls) -> tuple[bool, str]:
         """Whether this backend works on this machine, and why not."""
+
+    async def close(self) -> None:
+        """Release what the backend keeps between sessions. The shipped backends keep nothing
+        (each session closes itself); it is here so that a backend and a
+        :class:`~practicum.sandbox.SandboxPool` are closed alike by whoever owns them."""
+        return None

@@ -78,9 +78,12 @@ class CodeTests(BaseModel):
 
 
 class SessionOpener(Protocol):
-    """A Sandbox or a SandboxPool: anything that opens fresh sessions."""
+    """A Sandbox or a SandboxPool: anything that opens fresh sessions, and is closed by its owner
+    (the verifier never closes the openers it is given)."""
 
     async def session(self, limits: Limits | None = None) -> SandboxSession: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
