@@ -261,13 +261,13 @@ def test_drawn_tasks_are_a_pure_function_of_seed_and_draw_index(domain):
 def test_evaluate_reports_per_domain_means_and_per_task_components(domain):
     """Greedy evaluation: per-domain means of the score and its components, and one row per
     held-out task carrying that task's own components (what a breakdown by kind of task needs)."""
-    from practicum.loop import evaluate
+    from practicum.evaluation import evaluate
 
     def right_on_even_tasks(prompt: str, call: int) -> str:
         return f"<answer>{solve(prompt)}</answer>" if call % 2 == 0 else f"it is {solve(prompt)}"
 
     res = asyncio.run(evaluate(ScriptedEngine(right_on_even_tasks), [domain], 64, limit=6))
-    assert [r["task"] for r in res.per_task] == [t.id for t in domain.source.eval_tasks()[:6]]
-    assert [r["components"] for r in res.per_task] == [
+    assert [r.task for r in res.per_task] == [t.id for t in domain.source.eval_tasks()[:6]]
+    assert [r.components for r in res.per_task] == [
         {"strict": 1.0, "lenient": 1.0, "format": 1.0}, {"strict": 0.0, "lenient": 1.0, "format": 0.0}] * 3
     assert res.per_domain["arith"] == pytest.approx({"reward": 0.65, "strict": 0.5, "lenient": 1.0, "format": 0.5, "n": 6})

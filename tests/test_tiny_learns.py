@@ -15,7 +15,8 @@ from practicum.engines.base import SamplingParams
 from practicum.envs.base import Domain, Environment
 from practicum.envs.toy import ToyDomain, word_score
 from practicum.errors import CheckpointError, StoreError
-from practicum.loop import build_samples, evaluate, train
+from practicum.evaluation import evaluate
+from practicum.loop import build_samples, train
 from practicum.records import GroupState
 from practicum.rollout import run_groups
 from practicum.store import Store
@@ -316,8 +317,8 @@ def test_train_evaluates_before_and_after(tiny_run_config):
 def test_checkpoint_weights_load_into_an_engine(tiny_run_config, tiny_model_path, mode):
     """load_checkpoint_weights gives the base model folder and the policy's weights (LoRA
     merged); an engine loaded with them holds exactly what the trainer would publish."""
+    from practicum.checkpoints import load_checkpoint_weights
     from practicum.engines.hf import HFEngine
-    from practicum.loop import load_checkpoint_weights
 
     cfg = tiny_run_config("ck", f"trainer.mode={mode}", "run.steps=2")
     res = train(cfg, log=lambda _m: None)
@@ -341,7 +342,7 @@ def test_checkpoint_weights_load_into_an_engine(tiny_run_config, tiny_model_path
 
 def test_checkpoint_weights_of_a_non_checkpoint_is_refused(tmp_path):
     """A folder that is not a training checkpoint raises CheckpointError naming it."""
-    from practicum.loop import load_checkpoint_weights
+    from practicum.checkpoints import load_checkpoint_weights
 
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_checkpoint_weights(tmp_path)

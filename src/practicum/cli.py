@@ -104,10 +104,11 @@ def eval_(
     try:
         cfg = load_config(config, set_ or [])
 
+        from practicum.checkpoints import load_checkpoint_weights
         from practicum.domains import build_domain
         from practicum.engines.hf import HFEngine
+        from practicum.evaluation import evaluate
         from practicum.hardware import resolve_dtype
-        from practicum.loop import evaluate, load_checkpoint_weights
         from practicum.models import resolve_model
 
         domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
@@ -126,14 +127,14 @@ def eval_(
         return
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
-                          "per_task": res.per_task}))
+                          "per_task": [r.model_dump() for r in res.per_task]}))
         return
     if per_task:
         rows = Table(title="per task")
         for col in ("task", "reward", "turns", "tool calls", "tool errors", "end"):
             rows.add_column(col)
         for r in res.per_task:
-            rows.add_row(r["task"], f"{r['reward']:.2f}", str(r["turns"]), str(r["tool_calls"]), str(r["tool_errors"]), r["end"])
+            rows.add_row(r.task, f"{r.reward:.2f}", str(r.turns), str(r.tool_calls), str(r.tool_errors), r.end)
         console.print(rows)
     table = Table(title=f"held-out evaluation of {checkpoint or path}")
     keys = sorted({k for m in res.per_domain.values() for k in m if k != "n"})

@@ -22,35 +22,20 @@ from typing import Any
 import torch
 
 from practicum import algorithms as A
+from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
 from practicum.domains import build_domain
 from practicum.engines.base import Engine, SamplingParams
 from practicum.engines.batching import BatchingEngine
 from practicum.envs.base import Domain
 from practicum.errors import CheckpointError, StoreError
+from practicum.evaluation import EvalResult, evaluate
 from practicum.hardware import resolve_dtype
 from practicum.metrics import MetricsWriter
 from practicum.orchestrator import Limits, Orchestrator, Policy
-from practicum.records import Group, GroupState
-from practicum.rollout import run_groups
+from practicum.records import Group
 from practicum.store import Store
 from practicum.trainer import Sample, Trainer
-
-
-@dataclass
-class EvalResult:
-    """Held-out results per domain: means of each score component, and of the score value."""
-
-    per_domain: dict[str, dict[str, float]]
-    seconds: float
-    per_task: list[dict[str, Any]] = field(default_factory=list)  # task, domain, reward, components, turns, tool errors, end
-
-    def line(self) -> str:
-        parts = []
-        for d, m in self.per_domain.items():
-            comps = " ".join(f"{k} {v:.3f}" for k, v in m.items() if k != "n")
-            parts.append(f"{d}: {comps} (n={int(m['n'])})")
-        return "; ".join(parts)
 
 
 @dataclass
@@ -87,64 +72,18 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind) -> tuple[list[Samp
     return samples, uniform / max(len(groups), 1)
 
 
-async def evaluate(
-    engine: Engine,
-    domains: list[Domain],
-    max_new_tokens: int,
-    max_turns: int = 1,
-    store: Store | None = None,
-    step: int = 0,
-    limit: int | None = None,
-    max_tokens: int | None = None,
-    max_seconds: float | None = None,
-) -> EvalResult:
-    """Greedy held-out evaluation, per domain, with one row per task."""
-    t0 = time.perf_counter()
-    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
-    out: dict[str, dict[str, float]] = {}
-    rows: list[dict[str, Any]] = []
-    for dom in domains:
-        tasks = dom.source.eval_tasks()[:limit]
-        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
-                                  max_tokens, max_seconds)
-        for g in groups:
-            ep = g.episodes[0]
-            comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
-            rows.append({"task": g.task.id, "domain": dom.name, "reward": ep.reward, "components": comps,
-                         "turns": len(ep.turns),
-                         "tool_calls": sum(ep.info.tool_calls.values()),
-                         "tool_errors": ep.info.tool_error_count,
-                         "end": ep.info.end_reason,
-                         "errors": [e.kind for e in ep.errors]})
-        sums: dict[str, float] = {}
-        for g in groups:
-            ep = g.episodes[0]
-            if ep.score is None:
-                continue
-            for k, v in {"reward": ep.score.value, **ep.score.components}.items():
-                if k.startswith("test:"):  # per-test outcomes of one task: meaningless averaged over tasks
-                    continue
-                sums[k] = sums.get(k, 0.0) + v
-            if store is not None:
-                g.state = GroupState.evaluated
-        if store is not None:
-            for g in groups:
-                store.add_group(g, step, kind="eval")
-        n = max(len(groups), 1)
-        out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
-    return EvalResult(out, time.perf_counter() - t0, rows)
-
-
 class Run:
     """Everything a training run holds: domains, engine, trainer, store, orchestrator, metrics.
 
-    The parts are built from the config unless given (``engine``, ``trainer``, ``domains``):
+    The parts are built from the config unless given (``engine``, ``trainer``, ``domains``,
+    ``store``):
     tests and benchmarks pass their own (a scripted engine, a toy domain) and run the real loop.
     """
 
     def __init__(self, cfg: RunConfig, resume: bool = False, overwrite: bool = False,
                  log: Callable[[str], None] = print, *, engine: Engine | None = None,
-                 trainer: Trainer | None = None, domains: list[Domain] | None = None) -> None:
+                 trainer: Trainer | None = None, domains: list[Domain] | None = None,
+                 store: Store | None = None) -> None:
         from practicum.models import resolve_model
 
         self.cfg = cfg
@@ -163,6 +102,7 @@ class Run:
         if resume and not store_path.exists():
             raise CheckpointError(f"nothing to resume: {store_path} does not exist")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoints = Checkpoints(self.run_dir, cfg.run.keep_checkpoints)
         self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
@@ -174,7 +114,7 @@ class Run:
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,
                                                                    device=cfg.model.device)
-        self.store = Store(store_path)
+        self.store = store if store is not None else Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
         r = cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
@@ -186,6 +126,7 @@ class Run:
             cfg.run.seed, log)
         self.start_step = 0
         self.train_seconds = 0.0
+        self._throughput_mark = (0, time.perf_counter())  # (engine tokens, time) at the last step's end
         self._checkpoint_step = 0
         self.resuming = resume
         if resume:
@@ -195,23 +136,10 @@ class Run:
             self.store.set_meta("model_path", str(model_path))
 
     # --- checkpoints ------------------------------------------------------------------------
-    @property
-    def ckpt_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
-
-    def checkpoints(self) -> list[Path]:
-        if not self.ckpt_dir.is_dir():
-            return []
-        return sorted(p for p in self.ckpt_dir.glob("step_*") if (p / "state.json").is_file())
-
     def save_checkpoint(self, step: int) -> Path:
-        path = self.ckpt_dir / f"step_{step:06d}"
-        self.trainer.save(path, {"next_step": step + 1, "train_seconds": self.train_seconds,
-                                 "model_path": str(self.model_path), "mode": self.cfg.trainer.mode,
-                                 "sampler": {"kind": "stateless", "seed": self.cfg.run.seed}})
-        for old in self.checkpoints()[: -self.cfg.run.keep_checkpoints]:
-            shutil.rmtree(old, ignore_errors=True)
-        return path
+        return self.checkpoints.save(self.trainer, step, {
+            "next_step": step + 1, "train_seconds": self.train_seconds, "model_path": str(self.model_path),
+            "mode": self.cfg.trainer.mode, "sampler": {"kind": "stateless", "seed": self.cfg.run.seed}})
 
     def _resume(self) -> None:
         old = self.store.get_meta("config") or {}
@@ -220,16 +148,16 @@ class Run:
                 raise CheckpointError(f"cannot resume: config section {key!r} differs from the stored run's")
         if old.get("run", {}).get("seed") != self.cfg.run.seed:
             raise CheckpointError("cannot resume: run.seed differs from the stored run's")
-        ckpts = self.checkpoints()
-        if ckpts:
-            state = self.trainer.load(ckpts[-1])
+        latest = self.checkpoints.latest()
+        if latest is not None:
+            state = self.trainer.load(latest)
             self.start_step = int(state["next_step"]) - 1
             self.train_seconds = float(state.get("train_seconds", 0.0))
             self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
         self._checkpoint_step = self.start_step
         self.store.drop_after(self.start_step, kind="eval")
         self.store.drop_metrics_after(self.start_step)
-        where = f"from {ckpts[-1].name} (step {self.start_step})" if ckpts else "with no checkpoint yet, from step 1"
+        where = f"from {latest.name} (step {self.start_step})" if latest else "with no checkpoint yet, from step 1"
         self._resume_note = where
 
     # --- the loop -----------------------------------------------------------------------------
@@ -240,6 +168,7 @@ class Run:
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
         self.store.add_metrics(step, "eval", flat)
         self.metrics.write(step, "eval", flat)
+        self._throughput_mark = (self.engine.tokens, time.perf_counter())  # evaluation is not training throughput
         return res
 
     async def start(self) -> None:
@@ -250,13 +179,14 @@ class Run:
                      f"the queue, {done['kept_ready']} ready group(s) kept, {done['requeued']} re-queued")
         self.orch.remaining = (self.cfg.run.steps - self.start_step) * self.cfg.rollout.prompts_per_step
         await self.orch.start(self.trainer.version)
+        self._throughput_mark = (self.engine.tokens, time.perf_counter())
 
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
         counts0 = dict(self.orch.counts)
         groups = await self.orch.next_batch(cfg.rollout.prompts_per_step)
-        gen_seconds = time.perf_counter() - t0
+        wait_seconds = time.perf_counter() - t0
         samples, uniform = build_samples(groups, cfg.algorithm.advantage)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
@@ -266,6 +196,12 @@ class Run:
         lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]
         self.orch.trained(groups, step, self.trainer.version)
         gen_tokens = sum(len(t.completion_ids) for g in groups for e in g.episodes for t in e.turns)
+        # generation throughput: what the engine produced since the last step ended (for any
+        # group, trained now or later) over that wall time - with groups generated ahead, the
+        # tokens of this step's groups over its waiting time would mean nothing
+        tokens0, since = self._throughput_mark
+        now = time.perf_counter()
+        self._throughput_mark = (self.engine.tokens, now)
         m: dict[str, Any] = {
             **stats,
             "uniform_groups": uniform,
@@ -275,9 +211,9 @@ class Run:
             "failed_groups": self.orch.counts["failed_groups"] - counts0["failed_groups"],
             "retried_episodes": self.orch.counts["retried"] - counts0["retried"],
             "in_flight": len(self.orch.in_flight),
-            "gen_seconds": gen_seconds,
+            "wait_seconds": wait_seconds,  # waiting for ready groups: the whole rollout at max_staleness 0
             "gen_tokens": gen_tokens,
-            "gen_tok_per_s": gen_tokens / max(gen_seconds, 1e-9),
+            "gen_tok_per_s": (self.engine.tokens - tokens0) / max(now - since, 1e-9),
             "completion_len": gen_tokens / max(sum(len(g.episodes) for g in groups), 1),
             "episode_errors": sum(len(e.errors) for g in groups for e in g.episodes),
             "step_seconds": time.perf_counter() - t0,
@@ -364,24 +300,3 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
 def train(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
           log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
     return asyncio.run(train_async(cfg, resume, overwrite, log, progress))
-
-
-def load_checkpoint_weights(ckpt: Path) -> tuple[Path, dict[str, torch.Tensor]]:
-    """The base model folder and the policy weights (LoRA merged) of a training checkpoint."""
-    import json
-
-    state_file = ckpt / "state.json"
-    if not state_file.is_file():
-        raise CheckpointError(f"{ckpt} is not a checkpoint folder (no state.json)")
-    state = json.loads(state_file.read_text())
-    base = Path(state["model_path"])
-    if state.get("mode") == "lora":
-        from peft import PeftModel
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        merged = PeftModel.from_pretrained(model, ckpt / "adapter").merge_and_unload()
-        return base, merged.state_dict()
-    from safetensors.torch import load_file
-
-    return base, load_file(str(ckpt / "model.safetensors"))

@@ -1,0 +1,93 @@
+"""Held-out evaluation: greedy episodes over each domain's evaluation tasks, one row per task.
+
+Used by training (before, every ``run.eval_every`` steps, after) and by ``practicum eval``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from practicum.engines.base import Engine, SamplingParams
+from practicum.envs.base import Domain
+from practicum.records import GroupState
+from practicum.rollout import run_groups
+from practicum.store import Store
+
+
+class EvalRow(BaseModel):
+    """One evaluated task: its score and how the episode went."""
+
+    task: str
+    domain: str
+    reward: float
+    components: dict[str, float]
+    turns: int
+    tool_calls: int
+    tool_errors: int
+    end: str  # why the episode ended (see :class:`~practicum.records.EpisodeInfo`), or its state
+    errors: list[str]  # error kinds of the episode
+
+
+@dataclass
+class EvalResult:
+    """Held-out results per domain: means of each score component, and of the score value."""
+
+    per_domain: dict[str, dict[str, float]]
+    seconds: float
+    per_task: list[EvalRow] = field(default_factory=list)
+
+    def line(self) -> str:
+        parts = []
+        for d, m in self.per_domain.items():
+            comps = " ".join(f"{k} {v:.3f}" for k, v in m.items() if k != "n")
+            parts.append(f"{d}: {comps} (n={int(m['n'])})")
+        return "; ".join(parts)
+
+
+async def evaluate(
+    engine: Engine,
+    domains: list[Domain],
+    max_new_tokens: int,
+    max_turns: int = 1,
+    store: Store | None = None,
+    step: int = 0,
+    limit: int | None = None,
+    max_tokens: int | None = None,
+    max_seconds: float | None = None,
+) -> EvalResult:
+    """Greedy held-out evaluation, per domain, with one row per task."""
+    t0 = time.perf_counter()
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+    out: dict[str, dict[str, float]] = {}
+    rows: list[EvalRow] = []
+    for dom in domains:
+        tasks = dom.source.eval_tasks()[:limit]
+        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
+                                  max_tokens, max_seconds)
+        for g in groups:
+            ep = g.episodes[0]
+            comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
+            rows.append(EvalRow(task=g.task.id, domain=dom.name, reward=ep.reward, components=comps,
+                                turns=len(ep.turns), tool_calls=sum(ep.info.tool_calls.values()),
+                                tool_errors=ep.info.tool_error_count, end=ep.info.end_reason,
+                                errors=[e.kind for e in ep.errors]))
+        sums: dict[str, float] = {}
+        for g in groups:
+            ep = g.episodes[0]
+            if ep.score is None:
+                continue
+            for k, v in {"reward": ep.score.value, **ep.score.components}.items():
+                if k.startswith("test:"):  # per-test outcomes of one task: meaningless averaged over tasks
+                    continue
+                sums[k] = sums.get(k, 0.0) + v
+            if store is not None:
+                g.state = GroupState.evaluated
+        if store is not None:
+            for g in groups:
+                store.add_group(g, step, kind="eval")
+        n = max(len(groups), 1)
+        out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
+    return EvalResult(out, time.perf_counter() - t0, rows)
