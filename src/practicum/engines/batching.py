@@ -45,6 +45,7 @@ class BatchingEngine:
         self._lock: asyncio.Lock | None = None
         self.batches = 0  # generate calls made (for metrics and tests); 0 for a continuous engine
         self.requests = 0
+        self.tokens = 0  # completion tokens returned (the loop's generation throughput)
         self.continuous = isinstance(engine, ContinuousEngine)
 
     # --- the Engine interface -----------------------------------------------------------------
@@ -62,8 +63,11 @@ class BatchingEngine:
             engine: ContinuousEngine = self.engine  # type: ignore[assignment]
             try:
                 if len(prompts) == 1:
-                    return [await engine.submit(prompts[0], params)]
-                return await engine.generate(prompts, params)
+                    out = [await engine.submit(prompts[0], params)]
+                else:
+                    out = await engine.generate(prompts, params)
+                self.tokens += sum(len(c.ids) for c in out)
+                return out
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - the engine boundary: any engine error fails the request
@@ -134,6 +138,7 @@ class BatchingEngine:
                             if not fut.done():
                                 fut.set_exception(EngineFailure(f"{type(e).__name__}: {e}"))
                         continue
+                self.tokens += sum(len(c.ids) for c in out)
                 for (_, _, fut), completion in zip(batch, out):
                     if not fut.done():
                         fut.set_result(completion)
