@@ -224,3 +224,28 @@ def test_resume_after_a_crash_settles_everything(tmp_path, kill_at):
     assert rep.ok, rep.lines()
     assert rep.groups["trained"] == 4 * P
     assert rep.trained_twice == [] and rep.missing_draws == []
+
+
+def test_paused_draws_nothing_and_drain_waits_for_running_rollouts(tmp_path):
+    store = Store(tmp_path / "p.sqlite")
+    engine = BatchingEngine(ScriptedEngine(lambda p, c: "seven"))
+    orch = Orchestrator([ToyDomain("toy")], [1.0], engine, store, Limits(N, P, SamplingParams(max_new_tokens=8)),
+                        Policy(1, {}, {}, 2), seed=0, log=lambda _m: None)
+
+    async def go():
+        await orch.start(0)
+        first = await orch.next_batch(P)
+        orch.trained(first, 1, 1)  # frees room: the feeder would draw P more at once
+        async with orch.paused():
+            await orch.drain()
+            assert not orch._tasks  # no rollout runs while paused and drained
+            drawn = orch.next_draw
+            await asyncio.sleep(0.05)
+            assert orch.next_draw == drawn  # paused: nothing new drawn, though there is room
+            assert len(orch.in_flight) == orch.ready.qsize()  # everything in flight is ready
+        await asyncio.sleep(0.05)
+        assert orch.next_draw > drawn  # released: drawing resumes
+        await orch.finish()
+
+    asyncio.run(go())
+    assert audit(store).ok

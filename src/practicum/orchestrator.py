@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from practicum.engines.base import SamplingParams
@@ -111,6 +111,7 @@ class Orchestrator:
                       for d in domains if d.name in policy.domain_concurrency}
         self.counts: dict[str, int] = {"retried": 0, "dropped": 0, "failed_groups": 0, "failed_episodes": 0}
         self.remaining: int | None = None  # groups the run still has to train (None: no end); no more are drawn
+        self._paused = 0  # > 0: no new groups are drawn (see paused())
 
     @property
     def bound(self) -> int:
@@ -144,6 +145,23 @@ class Orchestrator:
             self.ready.get_nowait()
         return len(left)
 
+    @contextlib.asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No new groups are drawn inside this block; rollouts already running go on (see
+        :meth:`drain`). For a measurement that must not overlap rollouts, such as evaluation
+        in a benchmark that counts training time."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+            self._space.set()
+
+    async def drain(self) -> None:
+        """Wait until no rollout is running: every group in flight is ready or settled."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     def draw(self) -> Group:
         k = self.next_draw
         self.next_draw += 1
@@ -154,7 +172,8 @@ class Orchestrator:
 
     async def _feed(self) -> None:
         while True:
-            while len(self.in_flight) < self.bound and (self.remaining is None or len(self.in_flight) < self.remaining):
+            while (not self._paused and len(self.in_flight) < self.bound
+                   and (self.remaining is None or len(self.in_flight) < self.remaining)):
                 group = self.draw()
                 self._admit(group)
             self._space.clear()
