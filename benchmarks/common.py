@@ -227,12 +227,37 @@ def make_engine(cfg, model_path):
     return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
 
 
+class BatchAtATime:
+    """HFEngine seen through its batch-at-a-time path only (no ``submit``), so that
+    BatchingEngine batches between calls as it does for engines that cannot join a batch."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    @property
+    def policy_version(self) -> int:
+        return self.engine.policy_version
+
+    @property
+    def renderer(self) -> Any:
+        return self.engine.renderer
+
+    async def generate(self, prompts: list[list[int]], params: Any) -> list[Any]:
+        return await self.engine.generate_batch(prompts, params)
+
+    def load_weights(self, state: Any, version: int) -> None:
+        self.engine.load_weights(state, version)
+
+    async def close(self) -> None:
+        return None  # a view: the engine it shows is closed by its owner
+
+
 async def aevaluate_engine(engine, domain, max_new_tokens: int, limit: int | None,
                            kind_of: Callable[[Any], str] | None = None) -> dict[str, Any]:
-    """Practicum's held-out evaluation (greedy, :func:`practicum.loop.evaluate`), flattened to
+    """Practicum's held-out evaluation (greedy, :func:`practicum.evaluation.evaluate`), flattened to
     {reward, strict, lenient, format, n, seconds}; with ``kind_of`` (task -> a kind of problem)
     also ``by_kind``: {kind: {n, lenient}}."""
-    from practicum.loop import evaluate
+    from practicum.evaluation import evaluate
 
     res = await evaluate(engine, [domain], max_new_tokens, 1, None, 0, limit)
     m: dict[str, Any] = dict(res.per_domain[domain.name])
@@ -241,7 +266,7 @@ async def aevaluate_engine(engine, domain, max_new_tokens: int, limit: int | Non
         kinds = {t.id: kind_of(t) for t in domain.source.eval_tasks()}
         by: dict[str, list[float]] = {}
         for r in res.per_task:
-            by.setdefault(kinds[r["task"]], []).append(r["components"].get("lenient", 0.0))
+            by.setdefault(kinds[r.task], []).append(r.components.get("lenient", 0.0))
         m["by_kind"] = {k: {"n": len(v), "lenient": sum(v) / len(v)} for k, v in sorted(by.items())}
     return m
 

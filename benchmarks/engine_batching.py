@@ -37,39 +37,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import BENCH_DIR, build_single_domain, command_line, load_cfg, machine_info, machine_line, md_table
+from common import (
+    BENCH_DIR,
+    BatchAtATime,
+    build_single_domain,
+    command_line,
+    load_cfg,
+    machine_info,
+    machine_line,
+    md_table,
+)
 
-from practicum.engines.base import Completion, SamplingParams
+from practicum.engines.base import SamplingParams
 from practicum.engines.batching import BatchingEngine
 from practicum.models import resolve_model
 from practicum.records import Message
 
 FOLLOW_UP = Message(role="user", content="Check your answer and state it again in <answer></answer> tags.")
-
-
-class BatchAtATime:
-    """HFEngine seen through its batch-at-a-time path only (no ``submit``), so that
-    BatchingEngine batches between calls as it does for engines that cannot join a batch."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-
-    @property
-    def policy_version(self) -> int:
-        return self.engine.policy_version
-
-    @property
-    def renderer(self) -> Any:
-        return self.engine.renderer
-
-    async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
-        return await self.engine.generate_batch(prompts, params)
-
-    def load_weights(self, state: Any, version: int) -> None:
-        self.engine.load_weights(state, version)
-
-    async def close(self) -> None:
-        return None  # a view: the engine it shows is closed by its owner
 
 
 async def episode(engine: BatchingEngine, messages: list[Message], params: SamplingParams, turns: int,

@@ -10,14 +10,19 @@ at training times 0, E, 2E, ... minutes; evaluation time is left out of training
 
     python benchmarks/learn_arithmetic.py --minutes 30 --eval-every 5
     python benchmarks/learn_arithmetic.py --only trl          # one side, for debugging
+    python benchmarks/learn_arithmetic.py --sides trl,practicum
     python benchmarks/learn_arithmetic.py --matched           # Practicum with TRL's hyperparameters
 
 TRL side: GRPOTrainer, 2 prompts x 8 samples per step (per_device_train_batch_size 16,
 num_generations 8), max_completion_length 64, lr 1e-5 (constant), temperature 1.0, beta 0,
-bf16=True on CPU (autocast; fp32 weights), no vLLM, no gradient checkpointing (TRL turns it
-on by default; off is faster here and memory is plentiful), logging every step.
-Practicum side: ``practicum.loop.Run`` from benchmarks/learn_arithmetic.yaml, stepping
-``run.train_step``.
+bf16=True on CPU (autocast; fp32 weights) where the CPU has bf16 instructions, else fp32
+(``--precision``; both sides always use the same), no vLLM, no gradient checkpointing (TRL turns
+it on by default; off is faster here and memory is plentiful), logging every step.
+Practicum sides: ``practicum.loop.Run`` from benchmarks/learn_arithmetic.yaml, stepping
+``run.train_step``: ``practicum`` with the synchronous orchestrator (async.max_staleness 0),
+``practicum-async1`` with max_staleness 1 (the next step's rollouts run during the update). No
+rollout runs during an evaluation: the orchestrator is paused and drained first, on the
+training clock.
 
 Output: a JSON file (both curves, per-step records, machine, command) and markdown tables on
 stdout, ready for benchmarks/RESULTS.md.
@@ -61,7 +66,8 @@ from common import (
     write_result,
 )
 
-SIDES = ("trl", "practicum")
+SIDES = ("trl", "practicum", "practicum-async1")
+ASYNC = {"practicum": 0, "practicum-async1": 1}  # Practicum's sides: async.max_staleness
 
 # TRL's side, fixed by the benchmark's definition
 TRL_PROMPTS_PER_STEP = 2
@@ -107,6 +113,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="evaluate on the first N held-out problems (default: all of the domain's eval_size)")
     p.add_argument("--eval-tokens", type=int, default=64, help="max new tokens in evaluation (greedy)")
     p.add_argument("--only", choices=SIDES, help="run one side only")
+    p.add_argument("--sides", default=None, help=f"comma-separated sides to run (default: all of {', '.join(SIDES)})")
+    p.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
+                   help="both sides: bf16 (TRL bf16=True; Practicum bf16 engine and autocast) or fp32; "
+                        "auto: bf16 where the CPU has bf16 instructions, else fp32 (bf16 is emulated there, ~4x slower)")
     p.add_argument("--out", default="benchmarks/out/learn_arithmetic.json", help="result JSON")
     p.add_argument("--config", default=str(Path(__file__).with_name("learn_arithmetic.yaml")),
                    help="Practicum's side config; its domain also defines TRL's prompts and the held-out set")
@@ -126,17 +136,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--_worker", choices=SIDES, help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.precision == "auto":
+        from practicum.hardware import native_bf16
+
+        args.precision = "bf16" if native_bf16("cpu") else "fp32"
     if args.parallel and args.threads is None:
         args.threads = 1  # one core per side
     return args
 
 
-def practicum_overrides(args: argparse.Namespace) -> list[str]:
+def practicum_overrides(args: argparse.Namespace, side: str = "practicum") -> list[str]:
     out_dir = Path(args.out).resolve().parent
+    bf16 = args.precision == "bf16"
     return [
         *(MATCHED if args.matched else []),
+        f"model.engine_dtype={'bfloat16' if bf16 else 'float32'}",
+        f"trainer.autocast_dtype={'bfloat16' if bf16 else 'none'}",
+        f"async.max_staleness={ASYNC.get(side, 0)}",
         *args.overrides,
-        f"run.dir={out_dir / 'learn_arithmetic_practicum_run'}",
+        f"run.dir={out_dir / f'learn_arithmetic_{side}_run'}",
         "eval.before=false",
         "eval.after=false",
         f"eval.max_new_tokens={args.eval_tokens}",
@@ -145,7 +163,7 @@ def practicum_overrides(args: argparse.Namespace) -> list[str]:
 
 # --- Practicum's side -----------------------------------------------------------------------
 async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
-    run = practicum_run(args.config, practicum_overrides(args), args.threads)
+    run = practicum_run(args.config, practicum_overrides(args, args._worker), args.threads)
     cfg = run.cfg
     domain = run.domains[0]
     sched = EvalSchedule(args.minutes, args.eval_every)
@@ -157,10 +175,12 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
         m = await aevaluate_engine(run.engine, domain, args.eval_tokens, args.eval_size, problem_kind)
         sampler.phase = "train"
         evals.append({"minutes": point, "train_minutes": train_s / 60, "step": step, **m})
-        log(eval_line(f"practicum t={train_s / 60:.2f} min (step {step})", m))
+        log(eval_line(f"{args._worker} t={train_s / 60:.2f} min (step {step})", m))
 
     try:
-        await do_eval(0.0, 0, 0.0)
+        async with run.orch.paused():  # nothing is drawn before the clock starts
+            await run.start()
+            await do_eval(0.0, 0, 0.0)
         train_s = 0.0
         step = 0
         while True:
@@ -173,7 +193,7 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
                 "step": step,
                 "step_seconds": dt,
                 "train_seconds": train_s,
-                "gen_seconds": m["gen_seconds"],
+                "gen_seconds": m["wait_seconds"],
                 "update_seconds": m.get("train_seconds"),
                 "reward": m.get(f"{domain.name}/reward"),
                 "strict": m.get(f"{domain.name}/strict"),
@@ -193,11 +213,17 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
             if stop and point is None:
                 point = train_s / 60
             if point is not None:
-                await do_eval(point, step, train_s)
+                # Rollouts must not run during evaluation, whose time is not training time: no new
+                # groups are drawn, and those already running finish on the training clock first.
+                async with run.orch.paused():
+                    t0 = time.perf_counter()
+                    await run.orch.drain()
+                    train_s += time.perf_counter() - t0
+                    await do_eval(point, step, train_s)
             if stop:
                 break
     finally:
-        run.close()
+        await run.aclose()
     return {
         "config": cfg.model_dump(mode="json"),
         "settings": {
@@ -260,7 +286,7 @@ def trl_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
         lr_scheduler_type=args.trl_lr_scheduler,
         temperature=TRL_TEMPERATURE,
         beta=0.0,
-        bf16=True,
+        bf16=args.precision == "bf16",
         use_cpu=True,
         use_vllm=False,
         gradient_checkpointing=args.trl_gradient_checkpointing,
@@ -356,7 +382,7 @@ def trl_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
             "lr": TRL_LR,
             "lr_scheduler_type": args.trl_lr_scheduler,
             "beta": 0.0,
-            "bf16": True,
+            "bf16": args.precision == "bf16",
             "gradient_checkpointing": args.trl_gradient_checkpointing,
             "loss_type": targs.loss_type,
             "scale_rewards": targs.scale_rewards,
@@ -373,7 +399,7 @@ def trl_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
 def worker(args: argparse.Namespace) -> None:
     with RssSampler() as sampler:
         t0 = time.perf_counter()
-        if args._worker == "practicum":
+        if args._worker in ASYNC:
             res = asyncio.run(practicum_main(args, sampler))
         else:
             res = trl_main(args, sampler)
@@ -410,7 +436,7 @@ def summarise(side: dict[str, Any]) -> dict[str, Any]:
 
 def report(result: dict[str, Any]) -> str:
     sides = [s for s in SIDES if s in result["sides"] and "evals" in result["sides"][s]]
-    names = {"trl": "TRL", "practicum": "Practicum"}
+    names = {"trl": "TRL", "practicum": "Practicum", "practicum-async1": "Practicum async1"}
     points = sorted({e["minutes"] for s in sides for e in result["sides"][s]["evals"]})
     header = ["train min"]
     for s in sides:
@@ -476,14 +502,17 @@ def main() -> None:
         worker(args)
         return
     out = Path(args.out)
-    sides = [args.only] if args.only else list(SIDES)
+    sides = [args.only] if args.only else [s.strip() for s in args.sides.split(",")] if args.sides else list(SIDES)
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown:
+        raise SystemExit(f"unknown side(s) {unknown}; choose from {list(SIDES)}")
     result: dict[str, Any] = {
         "benchmark": "learn_arithmetic",
         "command": command_line(),
         "machine": machine_info(),
         "settings": {"minutes": args.minutes, "eval_every": args.eval_every, "eval_size": args.eval_size,
                      "eval_tokens": args.eval_tokens, "config": args.config, "overrides": practicum_overrides(args),
-                     "matched": args.matched},
+                     "matched": args.matched, "precision": args.precision},
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "sides": {},
     }

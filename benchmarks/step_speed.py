@@ -105,6 +105,7 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
     cfg = run.cfg
     steps = []
     sampler.phase = "train"
+    await run.start()  # the orchestrator: max_staleness 0 (the config's), so each step's rollouts start after the previous update
     try:
         for step in range(1, args.warmup + args.steps + 1):
             t0 = time.perf_counter()
@@ -114,8 +115,8 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
                 "step": step,
                 "warmup": step <= args.warmup,
                 "step_seconds": dt,
-                "gen_seconds": m["gen_seconds"],
-                "update_seconds": dt - m["gen_seconds"],  # everything but the rollout, as on TRL's side
+                "gen_seconds": m["wait_seconds"],
+                "update_seconds": dt - m["wait_seconds"],  # everything but the rollout, as on TRL's side
                 "trainer_update_seconds": m.get("train_seconds"),
                 "gen_tokens": m["gen_tokens"],
                 "completion_len": m["completion_len"],
@@ -127,7 +128,7 @@ async def practicum_main(args: argparse.Namespace, sampler: RssSampler) -> dict[
             })
             log(run.summary(step, m) + (" (warm-up)" if step <= args.warmup else ""))
     finally:
-        run.close()
+        await run.aclose()
     return {"settings": {"engine_dtype": cfg.model.engine_dtype, "autocast_dtype": cfg.trainer.autocast_dtype,
                          "micro_batch_tokens": cfg.trainer.micro_batch_tokens,
                          "gradient_checkpointing": cfg.trainer.gradient_checkpointing, "mode": cfg.trainer.mode},

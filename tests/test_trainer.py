@@ -225,7 +225,7 @@ def test_embedded_model_mismatch_is_the_bf16_gap(quickstart_path):
     replies = asyncio.run(engine.generate(prompts, SamplingParams(max_new_tokens=24, temperature=1.0, seed=1)))
     samples = [Sample(p + c.ids, [0] * len(p) + [1] * len(c.ids), [0.0] * len(p) + c.logprobs, 1.0 if i % 2 else -1.0)
                for i, (p, c) in enumerate(zip(prompts, replies))]
-    trainer = Trainer(path, TrainerConfig(), AlgorithmConfig())  # the defaults: bf16 autocast
+    trainer = Trainer(path, TrainerConfig(autocast_dtype="bfloat16"), AlgorithmConfig())  # the bf16 setting auto picks where bf16 is native
     stats = trainer.update(samples, temperature=1.0)
     print(f"\nbf16 engine vs bf16-autocast trainer, {stats['tokens_trained']:.0f} tokens: "
           f"mean |Δ log p| {stats['mismatch_abs_logp']:.4f}, k3 KL {stats['mismatch_kl']:.5f}, "
