@@ -106,14 +106,18 @@ class Run:
         self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
+        self._owned: list[Any] = []  # parts built here, closed by aclose(); those passed in belong to the caller
         if engine is None:
             from practicum.engines.hf import HFEngine
 
-            engine = HFEngine(model_path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch)
+            engine = HFEngine(model_path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device),
+                              device=cfg.model.device, max_batch=cfg.model.max_batch)
+            self._owned.append(engine)
         self.engine = BatchingEngine(engine)
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,
                                                                    device=cfg.model.device)
+        self._owns_store = store is None
         self.store = store if store is not None else Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
         r = cfg.rollout
@@ -244,11 +248,14 @@ class Run:
     async def aclose(self) -> None:
         await self.orch.close()
         await self.engine.close()
+        for part in self._owned:
+            await part.close()
         self.close()
 
     def close(self) -> None:
         self.metrics.close()
-        self.store.close()
+        if self._owns_store:
+            self.store.close()
 
 
 async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
