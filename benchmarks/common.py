@@ -224,7 +224,8 @@ def make_engine(cfg, model_path):
     from practicum.hardware import resolve_dtype
 
     dtype = resolve_dtype(cfg.model.engine_dtype, cfg.model.device)
-    return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch)
+    return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch,
+                    prefix_cache_mb=cfg.model.prefix_cache_mb)
 
 
 class BatchAtATime:

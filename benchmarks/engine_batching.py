@@ -12,12 +12,16 @@ as the orchestrator does:
   waiting when the engine is free goes into one ``generate`` call, and a request that arrives
   meanwhile waits for the whole batch to end;
 - ``continuous``: ``HFEngine.submit``: a request joins the running decode batch at the next
-  step and returns as soon as it ends.
+  step and returns as soon as it ends; the prefix cache off (every turn prefills its whole
+  conversation);
+- ``continuous+prefix``: the same with the prefix cache on (Practicum's default): a turn that
+  continues an ended row's conversation prefills only its new tokens.
 
-Same model (the embedded SmolLM2-135M-Instruct, bf16 engine as Practicum's default), same
+Same model (the embedded SmolLM2-135M-Instruct, the engine dtype of the config: auto), same
 prompts (the chain_sum stream of benchmarks/learn_arithmetic.yaml), same environment times,
 same seeds. Sides alternate in one process on one engine (batch, continuous, batch, ...), and
-the report gives medians over the repeats and the ratios continuous / batch. Sampled replies
+the report gives medians over the repeats and the ratios continuous / batch and
+continuous+prefix / continuous. Sampled replies
 differ between the paths (different sampling algorithms), so the report gives tokens per second
 and the mean completion length besides wall times.
 
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dtype", choices=["bfloat16", "float32"], help="engine dtype (default: the config's)")
+    ap.add_argument("--dtype", choices=["auto", "bfloat16", "float32"], help="engine dtype (default: the config's)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     ap.add_argument("--out", default=str(BENCH_DIR / "out" / "engine_batching.json"))
     args = ap.parse_args(argv)
@@ -126,10 +130,21 @@ def main(argv: list[str] | None = None) -> None:
 
     cfg = load_cfg(args.config, args.set)
     domain = build_single_domain(cfg)
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[args.dtype or cfg.model.engine_dtype]
+    from practicum.hardware import resolve_dtype
+
+    dtype = resolve_dtype(args.dtype or cfg.model.engine_dtype, cfg.model.device)
     hf = HFEngine(resolve_model(cfg.model.name), dtype=dtype, max_batch=cfg.model.max_batch)
     work = workload(domain, args)
-    sides = {"batch": lambda: BatchingEngine(BatchAtATime(hf)), "continuous": lambda: BatchingEngine(hf)}
+    budget = int(cfg.model.prefix_cache_mb * 2**20)
+
+    def side(continuous: bool, prefix: bool):
+        def make():
+            hf._drop_prefixes()  # every side starts with an empty prefix cache
+            hf.prefix_cache_bytes = budget if prefix else 0
+            return BatchingEngine(hf if continuous else BatchAtATime(hf))
+        return make
+
+    sides = {"batch": side(False, False), "continuous": side(True, False), "continuous+prefix": side(True, True)}
     asyncio.run(hf.generate([hf.renderer.chat_ids(work[0]["messages"])], SamplingParams(max_new_tokens=4)))  # warm-up
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
     for rep in range(args.repeats):
@@ -142,15 +157,17 @@ def main(argv: list[str] | None = None) -> None:
             "mean_completion_tokens"]
     med = {s: {k: statistics.median(r[k] for r in rs) for k in keys} for s, rs in runs.items()}
     ratio = {k: med["continuous"][k] / med["batch"][k] for k in keys}
+    ratio_prefix = {k: med["continuous+prefix"][k] / med["continuous"][k] for k in keys}
     machine = machine_info()
     result = {"command": command_line(), "machine": machine, "args": vars(args), "runs": runs, "median": med,
-              "ratio_continuous_over_batch": ratio}
+              "ratio_continuous_over_batch": ratio, "ratio_prefix_over_continuous": ratio_prefix}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print()
     print(f"machine: {machine_line(machine)}")
     print(md_table(["side", *keys], [[s, *(med[s][k] for k in keys)] for s in sides]
-                   + [["continuous / batch", *(ratio[k] for k in keys)]]))
+                   + [["continuous / batch", *(ratio[k] for k in keys)],
+                      ["continuous+prefix / continuous", *(ratio_prefix[k] for k in keys)]]))
     print(f"\nwritten to {args.out}")
 
 

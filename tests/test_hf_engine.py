@@ -511,3 +511,44 @@ def test_embedded_model_requests_join_mid_decode(dtype):
             assert k >= 1
             diffs += [abs(x - y) for x, y in zip(a.logprobs[:k], j.logprobs[:k])]
         assert sum(diffs) / len(diffs) < 0.05
+
+
+def _three_turns(engine, prompts, seed: int):
+    """Each prompt's conversation for three turns: the reply, then a user message, again."""
+    follow = Message(role="user", content="say it again")
+    out = []
+    for i, ids in enumerate(prompts):
+        turns = []
+        for t in range(3):
+            (c,) = _generate(engine, [ids], SamplingParams(max_new_tokens=8 + 3 * i, temperature=1.0, seed=seed + 10 * t))
+            turns.append(c)
+            ids = ids + c.ids + engine.renderer.append_ids([Message(role="user", content="x")], [follow], ids + c.ids)
+        out.append(turns)
+    return out
+
+
+def test_the_prefix_cache_continues_a_conversation_without_prefilling_it_again(varied_model_path):
+    """A turn whose context extends the previous turn's prompt and reply reuses that row's KV
+    cache (only the new tokens are prefilled) and samples what a full prefill samples; the
+    cache is emptied when weights change."""
+    cached, plain = _engine(varied_model_path), _engine(varied_model_path, prefix_cache_mb=0)
+    prompts = _prompts(cached)[:3]
+    a, b = _three_turns(cached, prompts, 7), _three_turns(plain, prompts, 7)
+    assert cached.prefix_hits == 2 * len(prompts) and plain.prefix_hits == 0  # turns 2 and 3 of each
+    assert cached.prefix_tokens_reused > sum(len(p) for p in prompts)
+    for ta, tb in zip(a, b):
+        for ca, cb in zip(ta, tb):
+            assert ca.ids == cb.ids
+            assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-5)
+    assert cached._prefixes  # the last turns' rows are kept
+    cached.load_weights(cached.model.state_dict(), 1)
+    assert not cached._prefixes and cached._prefix_held == 0
+
+
+def test_the_prefix_cache_stays_within_its_budget(varied_model_path):
+    engine = _engine(varied_model_path, prefix_cache_mb=0.05)  # room for a few short rows only
+    prompts = _prompts(engine)
+    for p in prompts:
+        _generate(engine, [p], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3))
+    assert 0 < engine._prefix_held <= engine.prefix_cache_bytes
+    assert len(engine._prefixes) < len(prompts)  # the oldest were evicted

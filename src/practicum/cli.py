@@ -117,7 +117,8 @@ def eval_(
             path, weights = load_checkpoint_weights(checkpoint)
         else:
             path = resolve_model(model or cfg.model.name)
-        engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch)
+        engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch,
+                          prefix_cache_mb=cfg.model.prefix_cache_mb)
         if weights is not None:
             engine.load_weights(weights, 1)
         res = asyncio.run(evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,

@@ -37,7 +37,8 @@ class ModelSection(_Strict):
     name: str = Field("smollm2-135m-instruct", description="Built-in model name or a local transformers checkpoint folder.")
     device: str = Field("cpu", description="torch device of engine and trainer.")
     engine_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field("auto", description="Generation dtype. auto: bf16 where the device has bf16 instructions (GPUs, CPUs with AVX512-BF16/AMX), fp32 where it would be emulated (about 4x slower).")
-    max_batch: int = Field(64, ge=1, description="Most sequences per generate call.")
+    max_batch: int = Field(64, ge=1, description="Most sequences decoding at once.")
+    prefix_cache_mb: float = Field(1024, ge=0, description="Memory for KV caches of ended rows, reused by the next turn of their conversation (only its new tokens are prefilled; emptied when weights change). 0: off.")
 
 
 class SourceSection(_Strict):

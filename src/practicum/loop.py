@@ -111,7 +111,8 @@ class Run:
             from practicum.engines.hf import HFEngine
 
             engine = HFEngine(model_path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device),
-                              device=cfg.model.device, max_batch=cfg.model.max_batch)
+                              device=cfg.model.device, max_batch=cfg.model.max_batch,
+                              prefix_cache_mb=cfg.model.prefix_cache_mb)
             self._owned.append(engine)
         self.engine = BatchingEngine(engine)
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG

@@ -27,6 +27,15 @@ differently. Without ``params.seed`` the seed is drawn from torch's global RNG (
 actually sampled from (after temperature and top-p). Whether a request ran alone or joined
 others changes its logits only by floating-point rounding (batch shape, padding length).
 
+**Prefix cache across turns.** A multi-turn episode's next request is its previous context, the
+reply and an observation: without a cache every turn prefills the whole conversation again
+(with tools and worked examples in the prompt, most of a turn's compute). When a row ends, its
+KV-cache rows (the prompt and every generated token but the last, whose keys were never
+computed) are kept under its token ids, up to ``prefix_cache_mb``; a new request whose ids
+extend a kept entry takes it (the entry leaves the cache) and prefills only the new tokens. The
+kept entries are dropped whenever weights change, so a later turn never reuses keys computed
+by an older policy. Entries are evicted oldest first.
+
 **Weights** are published between decode steps, never during one: :meth:`load_weights` from
 another thread waits for the step in progress to end. A request decoding across an update
 keeps its KV cache and continues under the new weights; its per-token log-probs are still
@@ -121,6 +130,15 @@ class _Request:
 
 
 @dataclass
+class _Prefix:
+    """A finished row's KV cache, kept for the request that continues its conversation."""
+
+    ids: tuple[int, ...]
+    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer, keys and values [1, H, len(ids), D]
+    nbytes: int
+
+
+@dataclass
 class _Batch:
     """The running decode batch. The cache holds every token of every row so far; ``logits``
     are each row's next-token logits."""
@@ -150,6 +168,7 @@ class HFEngine:
         dtype: torch.dtype = torch.bfloat16,
         device: str = "cpu",
         max_batch: int = 64,
+        prefix_cache_mb: float = 1024,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -176,6 +195,11 @@ class HFEngine:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._counts: OrderedDict[tuple[int, bytes], int] = OrderedDict()  # submit's n per (seed, prompt)
+        self.prefix_cache_bytes = int(prefix_cache_mb * 2**20)  # 0: no prefix cache
+        self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()  # oldest first
+        self._prefix_held = 0
+        self.prefix_hits = 0  # requests that reused a kept prefix (for tests and benchmarks)
+        self.prefix_tokens_reused = 0
         self._staged: dict[asyncio.AbstractEventLoop, list[_Request]] = {}  # made in this pass of a loop
 
     # --- continuous batching: the callers' side ---------------------------------------------
@@ -299,18 +323,35 @@ class HFEngine:
             self._waiting = []
 
     def _prefill(self, requests: list[_Request]) -> _Batch:
-        """Prefill newcomers: each distinct prompt once, its cache rows copied for repeats."""
-        from transformers import DynamicCache
-
-        pad = self.pad_id
+        """Prefill newcomers: a request that continues a kept prefix prefills only its new
+        tokens; the others together, each distinct prompt once, cache rows copied for repeats."""
         now = time.perf_counter()
         for r in requests:
             r.started, r.version = now, self.policy_version
             if r.seed is not None:
                 r.gen = torch.Generator(device=self.device)
                 r.gen.manual_seed(r.seed)
+        fresh: list[_Request] = []
+        joined: _Batch | None = None
+        for r in requests:
+            kept = self._take_prefix(r.ids)
+            if kept is None:
+                fresh.append(r)
+                continue
+            one = self._prefill_from(r, kept)
+            joined = one if joined is None else self._merge(joined, one)
+        if fresh:
+            batch = self._prefill_fresh(fresh)
+            joined = batch if joined is None else self._merge(joined, batch)
+        self.admissions += 1
+        assert joined is not None
+        return joined
+
+    def _prefill_fresh(self, requests: list[_Request]) -> _Batch:
+        from transformers import DynamicCache
+
         distinct, row_of, input_ids, attention, positions = _left_padded(
-            [r.ids for r in requests], pad, self.device)
+            [r.ids for r in requests], self.pad_id, self.device)
         cache = DynamicCache()
         logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                             cache=cache, use_cache=True).logits[:, -1, :]
@@ -320,8 +361,59 @@ class HFEngine:
         expand = torch.tensor(row_of, device=self.device)
         if len(distinct) < len(requests):
             cache.batch_select_indices(expand)
-        self.admissions += 1
         return _Batch(list(requests), cache, logits[expand], attention[expand], positions[expand][:, -1] + 1)
+
+    # --- the prefix cache --------------------------------------------------------------------
+    def _prefill_from(self, r: _Request, kept: _Prefix) -> _Batch:
+        """One request's batch from a kept prefix: only the tokens after it go through the model."""
+        from transformers import DynamicCache
+
+        n = len(kept.ids)
+        cache = DynamicCache(ddp_cache_data=kept.kv)
+        suffix = torch.tensor([r.ids[n:]], dtype=torch.long, device=self.device)
+        attention = torch.ones((1, len(r.ids)), dtype=torch.long, device=self.device)
+        positions = torch.arange(n, len(r.ids), device=self.device).unsqueeze(0)
+        logits = self.model(input_ids=suffix, attention_mask=attention, position_ids=positions,
+                            cache=cache, use_cache=True).logits[:, -1, :]
+        self.prefix_hits += 1
+        self.prefix_tokens_reused += n
+        return _Batch([r], cache, logits, attention, torch.tensor([len(r.ids)], device=self.device))
+
+    def _take_prefix(self, ids: list[int]) -> _Prefix | None:
+        """The longest kept entry that ``ids`` strictly extend, removed from the cache."""
+        best = None
+        for key in self._prefixes:
+            if len(key) < len(ids) and (best is None or len(key) > len(best)) and tuple(ids[:len(key)]) == key:
+                best = key
+        if best is None:
+            return None
+        kept = self._prefixes.pop(best)
+        self._prefix_held -= kept.nbytes
+        return kept
+
+    def _keep_prefix(self, r: _Request, row: int, batch: _Batch) -> None:
+        """Keep the KV-cache rows of ``r`` (row ``row`` of ``batch``), which just ended."""
+        ids = tuple(r.ids) + tuple(r.out_ids[:-1])  # the last token's keys were never computed
+        n = len(ids)
+        if int(batch.attention[row].sum()) != n:  # not the layout assumed: keep nothing
+            return
+        kv = [(layer.keys[row:row + 1, :, -n:, :].clone(), layer.values[row:row + 1, :, -n:, :].clone())
+              for layer in batch.cache.layers]  # type: ignore[attr-defined]
+        nbytes = sum(k.numel() * k.element_size() * 2 for k, _ in kv)
+        if nbytes > self.prefix_cache_bytes:
+            return
+        old = self._prefixes.pop(ids, None)
+        if old is not None:
+            self._prefix_held -= old.nbytes
+        self._prefixes[ids] = _Prefix(ids, kv, nbytes)
+        self._prefix_held += nbytes
+        while self._prefix_held > self.prefix_cache_bytes:
+            _, evicted = self._prefixes.popitem(last=False)
+            self._prefix_held -= evicted.nbytes
+
+    def _drop_prefixes(self) -> None:
+        self._prefixes.clear()
+        self._prefix_held = 0
 
     @staticmethod
     def _merge(a: _Batch, b: _Batch) -> _Batch:
@@ -361,10 +453,12 @@ class HFEngine:
         for i, (r, t, lp) in enumerate(zip(rows, tok.tolist(), tok_logp.tolist())):
             r.out_ids.append(t)
             r.out_logp.append(lp)
-            if t in stops or (r.params.stop and self._hits_stop(r.out_ids, r.params.stop)):
-                self._finish(r, "stop", now)
-            elif len(r.out_ids) >= r.params.max_new_tokens:
-                self._finish(r, "length", now)
+            ended = "stop" if t in stops or (r.params.stop and self._hits_stop(r.out_ids, r.params.stop)) else (
+                "length" if len(r.out_ids) >= r.params.max_new_tokens else None)
+            if ended is not None:
+                if self.prefix_cache_bytes:
+                    self._keep_prefix(r, i, batch)
+                self._finish(r, ended, now)
             elif not r.cancelled:
                 keep.append(i)
         if not keep:
@@ -516,6 +610,7 @@ class HFEngine:
 
     @torch.no_grad()
     def _copy_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        self._drop_prefixes()  # keys computed by the old weights must not serve the new policy
         own = self.model.state_dict()
         for name, value in state.items():
             if name not in own:
