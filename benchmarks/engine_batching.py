@@ -68,7 +68,8 @@ async def episode(engine: BatchingEngine, messages: list[Message], params: Sampl
     tokens = 0
     for turn in range(turns):
         asked = time.perf_counter()
-        [c] = await engine.generate([ids], SamplingParams(**{**params.__dict__, "seed": params.seed + 7919 * turn}))
+        [c] = await engine.generate([ids], SamplingParams(**{**params.__dict__, "seed": params.seed + 7919 * turn,
+                                                             "keep_prefix": turn + 1 < turns}))
         latencies.append(time.perf_counter() - asked)
         tokens += len(c.ids)
         if turn + 1 == turns:

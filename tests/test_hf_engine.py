@@ -520,7 +520,8 @@ def _three_turns(engine, prompts, seed: int):
     for i, ids in enumerate(prompts):
         turns = []
         for t in range(3):
-            (c,) = _generate(engine, [ids], SamplingParams(max_new_tokens=8 + 3 * i, temperature=1.0, seed=seed + 10 * t))
+            (c,) = _generate(engine, [ids], SamplingParams(max_new_tokens=8 + 3 * i, temperature=1.0, seed=seed + 10 * t,
+                                                           keep_prefix=t < 2))
             turns.append(c)
             ids = ids + c.ids + engine.renderer.append_ids([Message(role="user", content="x")], [follow], ids + c.ids)
         out.append(turns)
@@ -540,7 +541,9 @@ def test_the_prefix_cache_continues_a_conversation_without_prefilling_it_again(v
         for ca, cb in zip(ta, tb):
             assert ca.ids == cb.ids
             assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-5)
-    assert cached._prefixes  # the last turns' rows are kept
+    assert not cached._prefixes  # each entry was taken by the next turn; the last turns asked for none
+    _generate(cached, [prompts[0]], SamplingParams(max_new_tokens=4, keep_prefix=True))
+    assert len(cached._prefixes) == 1
     cached.load_weights(cached.model.state_dict(), 1)
     assert not cached._prefixes and cached._prefix_held == 0
 
@@ -549,6 +552,6 @@ def test_the_prefix_cache_stays_within_its_budget(varied_model_path):
     engine = _engine(varied_model_path, prefix_cache_mb=0.05)  # room for a few short rows only
     prompts = _prompts(engine)
     for p in prompts:
-        _generate(engine, [p], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3))
+        _generate(engine, [p], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3, keep_prefix=True))
     assert 0 < engine._prefix_held <= engine.prefix_cache_bytes
     assert len(engine._prefixes) < len(prompts)  # the oldest were evicted

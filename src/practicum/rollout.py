@@ -68,7 +68,8 @@ async def run_episodes(
         active = [x for x in live if x.episode.state in ACTIVE_EPISODE]
         if not active:
             break
-        completions = await engine.generate([x.ids for x in active], params)
+        completions = await engine.generate([x.ids for x in active],
+                                            dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns))
         steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, completions)]
         await asyncio.gather(*steps)
         ends = []
@@ -126,7 +127,8 @@ async def run_episode(
         if x.episode.state not in ACTIVE_EPISODE:
             break
         await moved(EpisodeState.generating)
-        turn_params = params if params.seed is None else dataclasses.replace(params, seed=params.seed + 7919 * turn_no)
+        turn_params = dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns,
+                                          seed=None if params.seed is None else params.seed + 7919 * turn_no)
         try:
             [completion] = await engine.generate([x.ids], turn_params)
         except RolloutFailure as e:

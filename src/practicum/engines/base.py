@@ -27,6 +27,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()  # stop strings, in addition to the end-of-turn token
     seed: int | None = None  # makes a call reproducible
+    keep_prefix: bool = False  # the conversation may go on: an engine may keep its KV cache for the next turn
 
 
 @dataclass

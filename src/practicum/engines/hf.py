@@ -31,7 +31,9 @@ others changes its logits only by floating-point rounding (batch shape, padding 
 reply and an observation: without a cache every turn prefills the whole conversation again
 (with tools and worked examples in the prompt, most of a turn's compute). When a row ends, its
 KV-cache rows (the prompt and every generated token but the last, whose keys were never
-computed) are kept under its token ids, up to ``prefix_cache_mb``; a new request whose ids
+computed) are kept under its token ids, up to ``prefix_cache_mb``, when its request says the
+conversation may go on (``SamplingParams.keep_prefix``: the rollout sets it on every turn but
+an episode's last); a new request whose ids
 extend a kept entry takes it (the entry leaves the cache) and prefills only the new tokens. The
 kept entries are dropped whenever weights change, so a later turn never reuses keys computed
 by an older policy. Entries are evicted oldest first.
@@ -456,7 +458,7 @@ class HFEngine:
             ended = "stop" if t in stops or (r.params.stop and self._hits_stop(r.out_ids, r.params.stop)) else (
                 "length" if len(r.out_ids) >= r.params.max_new_tokens else None)
             if ended is not None:
-                if self.prefix_cache_bytes:
+                if self.prefix_cache_bytes and r.params.keep_prefix:
                     self._keep_prefix(r, i, batch)
                 self._finish(r, ended, now)
             elif not r.cancelled:
