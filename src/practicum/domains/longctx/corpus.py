@@ -142,7 +142,9 @@ def _scenes(play: str, text: str) -> list[Document]:
     """One document per ``### `` scene; an act's ``## `` heading opens its first scene, and text
     before any scene (the title, a prologue) is scene 0 of act 0."""
     out: list[Document] = []
-    act, scene, lines, pending = 0, 0, [], []
+    act, scene = 0, 0
+    lines: list[str] = []
+    pending: list[str] = []
     for line in text.splitlines():
         if line.startswith("## "):
             if lines:
@@ -209,7 +211,10 @@ def _facts(doc: Document, modules: dict[str, str]) -> ModuleFacts:
         tree = ast.parse(doc.text)
     except SyntaxError:  # lib2to3 fixtures and the like
         return ModuleFacts((), {}, ())
-    functions, assigned, values, imports = [], {}, {}, []
+    functions: list[str] = []
+    assigned: dict[str, int] = {}
+    values: dict[str, int | str] = {}
+    imports: list[tuple[str, str]] = []
     package = _module_name(doc.path)
     if not doc.path.endswith("__init__.py"):
         package = package.rpartition(".")[0]
@@ -224,7 +229,7 @@ def _facts(doc: Document, modules: dict[str, str]) -> ModuleFacts:
                         assigned[n.id] = assigned.get(n.id, 0) + 1
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and isinstance(node.value, ast.Constant) and type(node.value.value) in (int, str)):
-                values[node.targets[0].id] = node.value.value
+                values[node.targets[0].id] = node.value.value  # type: ignore[assignment]  # int or str, checked above
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:

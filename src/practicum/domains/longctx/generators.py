@@ -34,6 +34,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -181,7 +182,7 @@ def _person(rng: random.Random, avoid: set[str]) -> str:
 
 def needle(corpus: Corpus, rng: random.Random, distractors: int, budget: int, cache_dir: Path) -> Problem:
     thing, num = rng.choice(THINGS), rng.randint(2, 9)
-    name, used = f"{thing}-{num}", set()
+    name, used = f"{thing}-{num}", set[str]()
     value = _code(rng, used)
     facts = [f"The access code for vault {name} is {value}."]
     ds = []
@@ -248,7 +249,7 @@ def _stdlib_hop(corpus: Corpus, rng: random.Random, distractors: int, budget: in
                     and len(corpus.doc(p).text) <= budget // (4 * max(distractors, 1)))
     others = rng.sample(others, min(distractors, len(others)))
     ds = [Distractor(value=index[p].constants[name], label=f"wrong_file:{p}") for p in others]
-    kind = "number" if isinstance(value, int) else "text"
+    kind: Literal["number", "text"] = "number" if isinstance(value, int) else "text"
     q = (f"The module `{user}` imports the constant `{name}` from another module of this repository. "
          f"What value is `{name}` given where it is defined? Give the value only "
          f"({'a number' if kind == 'number' else 'the string, without quotes'}).")
