@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from practicum.envs.code import humaneval_tasks
+from practicum.domains.code.tasks import humaneval_tasks
 from practicum.sandbox import SandboxPool, get_sandbox
 from practicum.verify import CodeVerifier, VerifyConfig
 

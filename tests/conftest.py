@@ -52,7 +52,7 @@ def tiny_run_config(tmp_path: Path, tiny_model_path: Path) -> Callable[..., Any]
         "run": {"name": "tiny", "seed": 1, "steps": 4, "checkpoint_every": 2, "keep_checkpoints": 2},
         "model": {"name": str(tiny_model_path), "engine_dtype": "float32"},
         "domains": [{"name": "say", "source": {"kind": "jsonl", "path": "say.jsonl", "eval_fraction": 0.3},
-                     "system_prompt": "", "reward": {"strict": 0.0, "lenient": 1.0, "format": 0.0}}],
+                     "system_prompt": "", "options": {"reward": {"strict": 0.0, "lenient": 1.0, "format": 0.0}}}],
         "rollout": {"prompts_per_step": 3, "group_size": 6, "max_new_tokens": 6, "temperature": 1.0},
         "trainer": {"lr": 0.01, "autocast_dtype": "none"},
         "eval": {"before": False, "after": False, "max_new_tokens": 6},

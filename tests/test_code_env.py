@@ -12,16 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from practicum.cli_verify import verify_app
+from practicum.domains.code.env import CodeDomain, CodeEnvConfig, CodeSource, extract_code
+from practicum.domains.code.tasks import humaneval_tasks, load_tasks
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
-from practicum.envs.code import (
-    CodeDomain,
-    CodeEnvConfig,
-    CodeSource,
-    extract_code,
-    humaneval_tasks,
-    load_tasks,
-)
 from practicum.errors import TaskError
 from practicum.records import EpisodeState
 from practicum.rollout import run_episodes, run_groups
@@ -254,7 +248,7 @@ def test_a_config_builds_the_code_domain_with_a_pool(write_yaml):
     from practicum.domains import build_domain
 
     path = write_yaml({"domains": [{"name": "code", "env": "code", "source": {"kind": "tasks", "path": str(TASKS)},
-                                    "code": {"mode": "multi", "scoring": "all", "concurrency": 2}}]})
+                                    "options": {"mode": "multi", "scoring": "all", "concurrency": 2}}]})
     cfg = load_config(path)
     dom = build_domain(cfg.domains[0], seed=0, base_dir=cfg.base_dir)
     assert isinstance(dom, CodeDomain) and dom.config.mode == "multi" and dom.verifier.config.scoring == "all"
@@ -280,10 +274,14 @@ def test_a_config_builds_the_code_domain_with_a_pool(write_yaml):
 
 
 @pytest.mark.parametrize("domain, message", [
-    ({"name": "c", "env": "code", "source": {"kind": "reasoning_gym", "dataset": "chain_sum"}}, "env 'code' takes sources"),
-    ({"name": "c", "env": "code", "source": {"kind": "tasks"}}, "tasks sources need 'path'"),
-    ({"name": "m", "env": "math", "source": {"kind": "humaneval"}}, "env 'math' takes sources"),
-    ({"name": "c", "env": "code", "source": {"kind": "humaneval"}, "code": {"mode": "both"}}, "domains.0.code.mode"),
+    ({"name": "c", "env": "code", "source": {"kind": "reasoning_gym", "dataset": "chain_sum"}},
+     "domains.0.source.kind: Input should be 'humaneval', 'tasks' or 'jsonl'"),
+    ({"name": "c", "env": "code", "source": {"kind": "tasks"}}, "domains.0.source: tasks sources need 'path'"),
+    ({"name": "m", "env": "math", "source": {"kind": "humaneval"}}, "domains.0.source.kind: Input should be 'reasoning_gym' or 'jsonl'"),
+    ({"name": "c", "env": "code", "source": {"kind": "humaneval"}, "options": {"mode": "both"}}, "domains.0.options.mode"),
+    ({"name": "c", "env": "code", "options": {"concurency": 2}}, "domains.0.options.concurency: unknown field of env 'code'"),
+    ({"name": "c", "env": "code", "code": {"mode": "multi"}}, "'code:' moved to options:"),
+    ({"name": "c", "env": "cod"}, "domains.0.env: unknown env 'cod'; the installed domains are: code, "),
 ])
 def test_code_config_errors_name_the_field(write_yaml, domain, message):
     from practicum.config import load_config
@@ -316,7 +314,7 @@ def test_the_training_loop_runs_on_the_code_domain(tmp_path, tiny_model_path, wr
         "model": {"name": str(tiny_model_path), "engine_dtype": "float32"},
         "domains": [{"name": "code", "env": "code", "source": {"kind": "tasks", "path": str(TASKS / "easy.jsonl"),
                                                                  "eval_fraction": 0.25},
-                     "code": {"mode": "multi", "concurrency": 2}, "eval_size": 2}],
+                     "options": {"mode": "multi", "concurrency": 2}, "eval_size": 2}],
         "rollout": {"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 8, "max_turns": 2},
         "trainer": {"autocast_dtype": "none"},
         "eval": {"max_new_tokens": 8},

@@ -1,4 +1,4 @@
-"""The code domain wired exactly as training wires it (``build_code_domain``, one pool size)
+"""The code domain wired exactly as training wires it (``build_domain``, one pool size)
 never lets one episode read another's hidden tests: not a later answer that reads its own
 inherited memory, not a later episode's ``python`` tool (issue 8).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from practicum.config import DomainSection
-from practicum.envs.code import build_code_domain
+from practicum.domains import build_domain
 from practicum.sandbox.namespaced import NsjailSandbox
 
 AVAILABLE, WHY = NsjailSandbox.available()
@@ -58,8 +58,8 @@ def test_later_episodes_read_nothing_of_earlier_hidden_tests(tmp_path, concurren
     secret = "S3CR3T" + secrets.token_hex(16)
     section = DomainSection.model_validate({
         "name": "code", "env": "code", "source": {"kind": "jsonl", "path": str(write_task(tmp_path, secret))},
-        "eval_size": 1, "code": {"mode": "multi", "concurrency": concurrency, "max_runs": 4}})
-    domain = build_code_domain(section, seed=0)
+        "eval_size": 1, "options": {"mode": "multi", "concurrency": concurrency, "max_runs": 4}})
+    domain = build_domain(section, seed=0)
     task = domain.source.train_task(0)
 
     async def episode(answer: str | None, tool_code: str | None = None) -> tuple[float, str]:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from practicum.envs.code import humaneval_tasks
+from practicum.domains.code.tasks import humaneval_tasks
 from practicum.verify import CodeVerifier, VerifyConfig
 
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from practicum import algorithms as A
+from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import EOS, ScriptedEngine
 from practicum.envs.base import Observation
-from practicum.envs.math import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
 from practicum.envs.toy import ToyDomain
 from practicum.errors import EnvironmentFailure, ModelOutputFailure, VerifierFailure
 from practicum.loop import build_samples

@@ -12,16 +12,18 @@ from typing import Protocol
 import pytest
 import torch
 
+from practicum.domains.code.env import CodeDomain, CodeEnv, CodeEnvConfig, CodeSource, CodeToolEnv
+from practicum.domains.code.tasks import load_tasks
+from practicum.domains.math.env import JsonlMathSource, MathDomain, MathEnv
+from practicum.domains.terminal.env import TerminalDomain, TerminalEnv
 from practicum.engines.base import ContinuousEngine, Engine, Renderer
 from practicum.engines.batching import BatchingEngine
 from practicum.engines.scripted import ByteRenderer, ScriptedEngine
 from practicum.envs.agent import ToolEnvironment
 from practicum.envs.base import Domain, Environment
-from practicum.envs.code import CodeDomain, CodeEnv, CodeEnvConfig, CodeSource, CodeToolEnv, LoopPool, load_tasks
-from practicum.envs.math import JsonlMathSource, MathDomain, MathEnv
-from practicum.envs.terminal import TerminalDomain, TerminalEnv
 from practicum.envs.toy import ToyDomain, ToyEnv
 from practicum.records import Episode, EpisodeInfo
+from practicum.sandbox import LoopPool
 from practicum.scoring import RewardWeights
 from practicum.verify import CodeVerifier
 

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from practicum.cli_verify import verify_app
-from practicum.envs.code import load_tasks
+from practicum.domains.code.tasks import load_tasks
 from practicum.verify import CodeVerifier, VerifyConfig
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from practicum.envs.math import DEFAULT_SYSTEM_PROMPT, JsonlMathSource, MathDomain, MathEnv, ReasoningGymSource
+from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, JsonlMathSource, MathDomain, MathEnv, ReasoningGymSource
 from practicum.errors import TaskError
 from practicum.scoring import RewardWeights, extract_answer
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from practicum.domains.terminal.env import TerminalDomain, run_reference
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
-from practicum.envs.terminal import TerminalDomain, run_reference
 from practicum.records import EpisodeState
 from practicum.rollout import run_episodes
 

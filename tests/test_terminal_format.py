@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from practicum.envs.terminal_tasks import (
+from practicum.domains.terminal.tasks import (
     UNUSED_HARBOR_FIELDS,
     TaskSpec,
     check_task,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from practicum.envs.terminal_tasks import (
+from practicum.domains.terminal.tasks import (
     DEFAULT_WORKDIR,
     TaskSpec,
     check_task,

@@ -78,13 +78,15 @@ def train(
         _fail(e)
         return
     if result.before and result.after:
+        from practicum.domains import get_plugin
+
+        envs = {d.name: d.env for d in cfg.domains}
         for dom, after in result.after.per_domain.items():
             b = result.before.per_domain[dom]
-            console.print(
-                f"[bold]{dom}[/]: held-out accuracy {b['lenient']:.3f} -> {after['lenient']:.3f} (lenient), "
-                f"{b['strict']:.3f} -> {after['strict']:.3f} (strict, in the requested format)"
-                if "lenient" in after else f"[bold]{dom}[/]: reward {b['reward']:.3f} -> {after['reward']:.3f}"
-            )
+            # the domain's headline components, as its plugin declares them
+            comps = [c for c in get_plugin(envs[dom]).components if c in b and c in after]
+            console.print(f"[bold]{dom}[/]: held-out reward {b['reward']:.3f} -> {after['reward']:.3f}"
+                          + "".join(f", {c} {b[c]:.3f} -> {after[c]:.3f}" for c in comps))
     console.print(f"run folder: {result.run_dir} (store.sqlite, metrics.jsonl, tensorboard/, checkpoints/)")
 
 
@@ -264,7 +266,7 @@ class TaskCheckRow:
 
 def _static_row(folder: Path) -> tuple[TaskCheckRow, bool]:
     """The static verdict of one folder, and whether it can be run."""
-    from practicum.envs.terminal_tasks import check_task
+    from practicum.domains.terminal.tasks import check_task
 
     if not any((folder / m).exists() for m in _TASK_MARKERS):
         inner = [d.name for d in sorted(folder.iterdir()) if d.is_dir() and any((d / m).exists() for m in _TASK_MARKERS)]
@@ -291,7 +293,7 @@ def _static_row(folder: Path) -> tuple[TaskCheckRow, bool]:
 
 async def _run_row(folder: Path, static: TaskCheckRow) -> TaskCheckRow:
     """Score the reference solution and the untouched workspace of one statically sound task."""
-    from practicum.envs.terminal import TerminalDomain, run_reference
+    from practicum.domains.terminal.env import TerminalDomain, run_reference
 
     try:
         domain = TerminalDomain("terminal", folder)  # this task alone: another's fault cannot stop it

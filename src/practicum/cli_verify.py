@@ -5,7 +5,7 @@ runs the code verifier (:mod:`practicum.verify.code`) in the default sandbox and
 each answer in order, the score, the outcome of each hidden test and the hack patterns it
 flagged. The answers are scored one after the other through one shared set of pools
 (``--pool-size`` sessions each), wired exactly as training wires the code domain
-(:func:`practicum.envs.code.code_verifier`: solutions and graders in separate pools, sessions
+(:func:`practicum.domains.code.env.code_verifier`: solutions and graders in separate pools, sessions
 reset and reused between answers), so that what one answer leaves in a reused session is what
 the next one could find. ``--json`` prints one JSON object with ``value``, ``components``,
 ``explanation``, ``flags`` (empty when none), ``cases`` and timings for a single ``--answer`` (as
@@ -49,7 +49,8 @@ def code(
     pool_size: Annotated[int, typer.Option("--pool-size", min=1, help="Sessions kept warm per pool (solutions, graders), as the code domain's concurrency.")] = 1,
 ) -> None:
     """Score each ANSWER against the hidden tests of TASK, in order, through one shared sandbox pool."""
-    from practicum.envs.code import extract_code, load_tasks
+    from practicum.domains.code.env import extract_code
+    from practicum.domains.code.tasks import load_tasks
 
     try:
         if scoring not in ("fraction", "all"):
@@ -102,9 +103,12 @@ def _print(verdict: Verdict) -> None:
 
 async def _verify(backend: str, config: VerifyConfig, tests: CodeTests, sources: list[str],
                   pool_size: int) -> list[Verdict]:
-    from practicum.envs.code import code_verifier
+    from practicum.domains import default_context
+    from practicum.domains.code.env import code_verifier
 
-    verifier, untrusted = code_verifier(backend, config, pool_size)
+    sessions = default_context(sandbox=backend).sessions
+    assert sessions is not None
+    verifier, untrusted = code_verifier(config, pool_size, sessions)
     try:
         return [await verifier.verify(tests, source) for source in sources]
     finally:

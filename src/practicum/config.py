@@ -41,63 +41,38 @@ class ModelSection(_Strict):
     prefix_cache_mb: float = Field(1024, ge=0, description="Memory for KV caches of ended rows, reused by the next turn of their conversation (only its new tokens are prefilled; emptied when weights change). 0: off.")
 
 
-class SourceSection(_Strict):
-    kind: Literal["reasoning_gym", "jsonl", "humaneval", "tasks"] = Field(..., description="reasoning_gym: a generator; jsonl: a file of {question, answer} (math) or of code tasks (code); humaneval: the 164 HumanEval problems (code); tasks: code task files or folders (code, see docs/code.md).")
-    dataset: str | None = Field(None, description="reasoning_gym: generator name, e.g. chain_sum.")
-    params: dict[str, Any] = Field(default_factory=dict, description="reasoning_gym: generator parameters.")
-    path: str | None = Field(None, description="jsonl/tasks: task file or folder (relative paths resolve against the config file).")
-    eval_fraction: float = Field(0.2, ge=0, lt=1, description="jsonl: leading fraction of lines held out for evaluation.")
-
-    @model_validator(mode="after")
-    def _needs(self) -> SourceSection:
-        if self.kind == "reasoning_gym" and not self.dataset:
-            raise ValueError("reasoning_gym sources need 'dataset'")
-        if self.kind in ("jsonl", "tasks") and not self.path:
-            raise ValueError(f"{self.kind} sources need 'path'")
-        return self
-
-
-class RewardSection(_Strict):
-    strict: float = Field(0.7, ge=0, description="Weight of a right answer in the requested format.")
-    lenient: float = Field(0.3, ge=0, description="Weight of a right answer read leniently (last number).")
-    format: float = Field(0.0, ge=0, description="Weight of using the requested format at all, right or wrong. Default 0: a format-only reward was gamed by echoing the instruction (see docs/quickstart.md).")
-
-
 class ExampleSection(_Strict):
     question: str = Field(..., description="An example question, as the user turn.")
     reply: str = Field(..., description="The reply to show for it, in the requested format.")
 
 
-class CodeSection(_Strict):
-    mode: Literal["single", "multi"] = Field("single", description="single: answer once; multi: run code with <python></python> before submitting (set rollout.max_turns > 1).")
-    scoring: Literal["fraction", "all"] = Field("fraction", description="Score = fraction of hidden tests passed, or 1 only when all pass.")
-    sandbox: str = Field("auto", description="Sandbox backend for tool runs and verification (`practicum doctor` lists them).")
-    call_timeout_s: float = Field(5.0, gt=0, description="Most seconds one call of the solution (or its import) may take.")
-    max_runs: int = Field(4, ge=0, description="multi: code runs allowed per episode before the model must submit.")
-    run_timeout_s: float = Field(5.0, gt=0, description="multi: wall time of one code run.")
-    output_chars: int = Field(1500, ge=100, description="multi: most characters of a run's output shown to the model.")
-    concurrency: int = Field(4, ge=1, description="Sandbox sessions kept ready (pool size) for runs and verification.")
+_MOVED = {"code": "options: (the code domain's settings: mode, scoring, sandbox, concurrency...)",
+          "reward": "options.reward (the math domain's component weights)"}
 
 
 class DomainSection(_Strict):
+    """One domain of a run. Which kinds exist, and what each takes under ``source:`` and
+    ``options:``, is up to its plugin (``practicum envs list``, docs/domains.md); both are
+    validated by the plugin's options model when the config loads."""
+
     name: str = Field(..., description="Domain name, used in metrics and the store.")
-    env: Literal["math", "code", "terminal"] = Field("math", description="Environment kind: math, code (docs/code.md) or terminal (docs/terminal.md).")
+    env: str = Field("math", description="Domain kind: the name of an installed domain plugin (`practicum envs list`): math, code (docs/code.md), terminal (docs/terminal.md), gym, or a third-party one (docs/domains.md).")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this domain.")
-    source: SourceSection
+    source: dict[str, Any] | None = Field(None, description="Where tasks come from ({kind: ..., and the kind's fields}); the kinds a domain takes are its plugin's (docs/domains.md).")
     system_prompt: str | None = Field(None, description="System prompt (default: the environment's).")
     examples: list[ExampleSection] = Field(default_factory=list, description="Worked examples shown before each question as earlier turns (few-shot).")
-    reward: RewardSection = Field(default_factory=RewardSection)
     eval_size: int = Field(200, ge=1, description="Held-out problems used for evaluation.")
     eval_seed: int = Field(10_000_019, description="Seed of the held-out set (disjoint questions from training).")
-    code: CodeSection = Field(default_factory=CodeSection, description="env code: environment and verifier settings.")
+    options: dict[str, Any] = Field(default_factory=dict, description="The domain plugin's own settings, validated by its options model (`practicum envs show ENV` lists them).")
 
-    @model_validator(mode="after")
-    def _source_fits_env(self) -> DomainSection:
-        kinds = {"math": ("reasoning_gym", "jsonl"), "code": ("humaneval", "tasks", "jsonl"),
-                 "terminal": ("tasks",)}.get(self.env)
-        if kinds is not None and self.source.kind not in kinds:
-            raise ValueError(f"env {self.env!r} takes sources of kind {', '.join(kinds)}, not {self.source.kind!r}")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            moved = [k for k in _MOVED if k in data]
+            if moved:
+                raise ValueError("; ".join(f"'{k}:' moved to {_MOVED[k]}" for k in moved))
+        return data
 
 
 class RolloutSection(_Strict):
@@ -268,8 +243,24 @@ def validate_config(raw: dict[str, Any], source: str = "<config>", base_dir: str
                 msg = "unknown field (check the spelling; `practicum train --help-config` lists fields)"
             lines.append(f"  {loc}: {msg}")
         raise ConfigError(f"{source}: invalid config:\n" + "\n".join(lines)) from None
+    lines = [f"  domains.{i}.{loc}: {msg}" for i, d in enumerate(cfg.domains) for loc, msg in _domain_problems(d)]
+    if lines:
+        raise ConfigError(f"{source}: invalid config:\n" + "\n".join(lines))
     cfg.base_dir = str(base_dir)
     return cfg
+
+
+def _domain_problems(d: DomainSection) -> list[tuple[str, str]]:
+    """What the domain's plugin finds wrong with its section: an unknown ``env`` (the installed
+    ones listed), or ``options``/``source`` fields its options model rejects."""
+    from practicum.domains import get_plugin, option_errors
+    from practicum.errors import PluginError
+
+    try:
+        plugin = get_plugin(d.env)
+    except PluginError as e:
+        return [("env", str(e))]
+    return option_errors(plugin, d)
 
 
 def describe(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:

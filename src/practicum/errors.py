@@ -14,6 +14,7 @@ Tree::
 
     PracticumError
     ├── ConfigError            invalid YAML, unknown or invalid field, bad override
+    │   └── PluginError        a domain plugin is not installed, or cannot be loaded
     ├── ModelError             a model cannot be found, converted or loaded
     ├── TaskError              a task file or generator is malformed
     ├── StoreError             the run folder or its SQLite store cannot be used
@@ -35,6 +36,11 @@ class PracticumError(Exception):
 
 class ConfigError(PracticumError):
     """A config file or override is invalid. The message names the file and the field."""
+
+
+class PluginError(ConfigError):
+    """A domain plugin (entry-point group ``practicum.domains``) is not installed, or it fails to
+    load. The message names the plugin, where it comes from, and what to do."""
 
 
 class ModelError(PracticumError):

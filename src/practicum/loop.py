@@ -24,7 +24,7 @@ import torch
 from practicum import algorithms as A
 from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
-from practicum.domains import build_domain
+from practicum.domains import build_domain, get_plugin
 from practicum.engines.base import Engine, SamplingParams
 from practicum.engines.batching import BatchingEngine
 from practicum.envs.base import Domain
@@ -224,12 +224,12 @@ class Run:
             "step_seconds": time.perf_counter() - t0,
             "policy_version": self.trainer.version,
         }
-        for dom in self.domains:
+        for dom, section in zip(self.domains, cfg.domains):
             eps = [e for g in groups if g.task.domain == dom.name for e in g.episodes]
             if not eps:
                 continue
             m[f"{dom.name}/reward"] = sum(e.reward for e in eps) / len(eps)
-            for comp in ("strict", "lenient", "format"):
+            for comp in get_plugin(section.env).components:  # the headline components its plugin declares
                 vals = [e.score.components.get(comp) for e in eps if e.score and comp in e.score.components]
                 if vals:
                     m[f"{dom.name}/{comp}"] = sum(vals) / len(vals)  # type: ignore[arg-type]

@@ -22,9 +22,9 @@ from practicum.sandbox.base import (
     SandboxSession,
     SessionOptions,
 )
-from practicum.sandbox.pool import PooledSession, SandboxPool
+from practicum.sandbox.pool import LoopPool, PooledSession, SandboxPool
 
 __all__ = [
-    "DEFAULT_WORKDIR", "Bind", "ExecResult", "ExecStatus", "Limits", "PooledSession", "Sandbox", "SandboxError",
+    "DEFAULT_WORKDIR", "Bind", "ExecResult", "ExecStatus", "Limits", "LoopPool", "PooledSession", "Sandbox", "SandboxError",
     "SandboxPool", "SandboxSession", "SessionOptions", "get_sandbox", "report",
 ]

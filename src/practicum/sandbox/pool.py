@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from practicum.errors import SandboxError
 from practicum.sandbox.backends import get_sandbox
@@ -232,3 +234,50 @@ class SandboxPool:
             finally:
                 with contextlib.suppress(Exception):
                     await s.close()
+
+
+class LoopPool:
+    """A :class:`~practicum.sandbox.SandboxPool` per running event loop, closed when that loop
+    shuts down.
+
+    A pool's sessions are tied to the event loop that started them, and a run may use several
+    loops (each ``asyncio.run``). The pool of a loop is created on first use and closed by the
+    loop's own shutdown (``asyncio.run`` finalises async generators before it closes the loop:
+    a guard generator parked at a ``yield`` closes the pool in its ``finally``).
+    """
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._guards: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def pool(self) -> Any:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            pool = self._pools[loop] = self.factory()
+            guard = self._guards[loop] = self._close_at_shutdown(pool)
+            loop.create_task(self._park(guard))
+        return pool
+
+    @staticmethod
+    async def _park(guard: AsyncIterator[None]) -> None:
+        await anext(guard)  # runs to the yield: the loop now finalises it at shutdown
+
+    @staticmethod
+    async def _close_at_shutdown(pool: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    async def session(self, limits: Limits | None = None) -> SandboxSession:
+        return await self.pool().session(limits)
+
+    async def close(self) -> None:
+        """Close this loop's pool now (it is reopened on next use)."""
+        loop = asyncio.get_running_loop()
+        pool = self._pools.pop(loop, None)
+        self._guards.pop(loop, None)
+        if pool is not None:
+            await pool.close()

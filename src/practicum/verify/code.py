@@ -234,7 +234,7 @@ class CodeVerifier:
 
     Session A (the solution) comes from ``sandbox``, session B (the hidden tests) from
     ``graders`` (default: ``sandbox``). With pools, give graders a pool of their own, as training
-    does (:func:`practicum.envs.code.code_sandboxes`): a pooled session that once held hidden
+    does (:func:`practicum.domains.code.env.code_verifier`): a pooled session that once held hidden
     tests is then never lent to a solution or to the ``python`` tool, even after its reset.
     """
 

@@ -1,7 +1,7 @@
 """The terminal environment: an agent works in a git repository through a shell, and hidden
 tests decide.
 
-A task is a Harbor-layout folder (:mod:`practicum.envs.terminal_tasks`). Each episode gets its
+A task is a Harbor-layout folder (:mod:`practicum.domains.terminal.tasks`). Each episode gets its
 own sandbox session (:mod:`practicum.sandbox`), in one of two modes:
 
 * the task has ``environment/Dockerfile``: the session runs over the task's image
@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from practicum.domains.terminal.tasks import TerminalTask, load_tasks, parse_reward
 from practicum.envs.agent import ToolEnvironment
 from practicum.envs.base import Observation
 from practicum.envs.dockerfile import DEFAULT_PATH
@@ -54,7 +55,6 @@ from practicum.envs.images import (
     toolchain_binds,
     verifier_requirements,
 )
-from practicum.envs.terminal_tasks import TerminalTask, load_tasks, parse_reward
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError, VerifierFailure
 from practicum.records import Message, Score, Task
 from practicum.sandbox import Bind, Limits, get_sandbox
@@ -95,8 +95,11 @@ class TerminalSource:
         where = (f"You are root in a Linux machine, in {t.workdir}." if t.dockerfile is not None
                  else f"You are in {t.workdir}, a git repository.")
         text = t.instruction.strip() + f"\n\n{where} Use the tools to inspect and change it; call submit when you are done."
+        # the reference answer: solve.sh, when it needs nothing else of solution/
+        reference = t.solution_script.read_text() if t.solution_script is not None and t.solution_files == ["solve.sh"] else None
         return Task(id=f"terminal/{t.name}", domain=self.domain, prompt=[Message(role="user", content=text)],
-                    target=None, metadata={"task_dir": str(t.path), "category": t.category, "difficulty": t.difficulty})
+                    target=None, metadata={"task_dir": str(t.path), "category": t.category, "difficulty": t.difficulty,
+                                           "reference": reference})
 
     def eval_tasks(self) -> list[Task]:
         return [self._task(self.tasks[n]) for n in self.names]
@@ -291,13 +294,15 @@ async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, 
 
 
 class TerminalDomain:
-    def __init__(self, name: str, root: str | Path, seed: int = 0, sandbox: str = "auto") -> None:
+    def __init__(self, name: str, root: str | Path, seed: int = 0, sandbox: str = "auto",
+                 command_timeout_s: float = 60.0) -> None:
         self.name = name
         self.source = TerminalSource(name, root, seed)
         self.sandbox = sandbox
+        self.command_timeout_s = command_timeout_s
 
     def make_env(self) -> TerminalEnv:
-        return TerminalEnv(self.name, self.source, self.sandbox)
+        return TerminalEnv(self.name, self.source, self.sandbox, self.command_timeout_s)
 
     async def close(self) -> None:
         return None  # each episode's session is its environment's; images stay cached on disk
@@ -352,6 +357,33 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
         except VerifierFailure as e:
             out = env.extra_info.get("verifier", {}).get("output", "")
             return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"))
+        return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")))
+    finally:
+        await env.close()
+
+
+async def run_answer(domain: TerminalDomain, task: Task, script: str) -> ReferenceRun:
+    """Score a shell script as the agent's work: it runs as one ``bash`` command from the task's
+    workdir (as Harbor's oracle runs ``solve.sh``), then the hidden tests score the workspace.
+    What ``practicum verify terminal`` does."""
+    env = domain.make_env()
+    try:
+        try:
+            await env.reset(task)
+        except EnvironmentFailure as e:
+            return ReferenceRun(Score(value=0.0, explanation=f"set-up failed: {e}"), "setup", _tail(str(e)))
+        folder = env.folder
+        assert folder is not None
+        where = f"{STATE_DIR}/answer.sh"
+        await env._live().write_file(where, script)
+        r = await env._live().exec(["bash", "-c", f"cd {shlex.quote(folder.workdir)} && bash {where}; rc=$?; rm -f {where}; exit $rc"],
+                                   timeout_s=folder.agent_timeout_s)
+        try:
+            score = await env.score("answer")
+        except VerifierFailure as e:
+            out = env.extra_info.get("verifier", {}).get("output", "")
+            return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"))
+        score.explanation = f"answer script {r.status} (exit {r.exit_code}); {score.explanation}"
         return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")))
     finally:
         await env.close()

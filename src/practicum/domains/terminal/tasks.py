@@ -12,7 +12,7 @@ A task is a folder::
       tests/test.sh              the verifier: copied to /tests after the agent is done; writes the reward
 
 This module reads and checks folders; it runs nothing. The contract with the environment that
-runs a task (``practicum.envs.terminal``), which :func:`check_task` checks statically:
+runs a task (``practicum.domains.terminal.env``), which :func:`check_task` checks statically:
 
 1. **Reset.** With ``environment/Dockerfile``, the episode runs in the task's image (its
    ``COPY``/``ADD``/``RUN`` lines executed once at build time; :mod:`practicum.envs.images`), as root

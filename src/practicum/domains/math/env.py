@@ -1,0 +1,155 @@
+"""The math domain's task sources and environment: single-turn problems whose answer is checked, not trusted.
+
+Task sources:
+
+* ``reasoning_gym``: any reasoning-gym generator (``chain_sum``, ``basic_arithmetic``, word
+  problems such as ``gsm_symbolic``...), scored by the generator's own ``score_answer``.
+  Held-out tasks come from a separate seed, and a training task whose question occurs in the
+  held-out set is skipped, so evaluation never measures memorisation.
+* ``jsonl``: free-form problems, one JSON object per line with ``question`` and ``answer``
+  (LaTeX or plain), scored with ``math-verify``.
+
+Score components: ``strict`` (the tagged answer is right), ``lenient`` (the last number is
+right), ``format`` (exactly one answer tag pair). See :mod:`practicum.scoring`.
+
+:func:`correct` and :func:`score_reply` need nothing but the task (its metadata names how it is
+checked), so ``practicum verify math`` scores a task file exactly as training does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from practicum.domains.gym.source import ReasoningGymSource, scorer
+from practicum.domains.plugin import preamble
+from practicum.envs.base import Observation, read_jsonl
+from practicum.errors import TaskError
+from practicum.records import Message, Score, Task
+from practicum.scoring import RewardWeights, extract_answer
+from practicum.tools import Tool
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Solve the problem. Write the final answer inside <answer></answer> tags, "
+    "for example <answer>42</answer>."
+)
+
+
+class JsonlMathSource:
+    """Free-form math problems from a JSONL file, scored with math-verify."""
+
+    def __init__(self, domain: str, path: Path, system_prompt: str, seed: int, eval_fraction: float,
+                 examples: list[tuple[str, str]] | None = None) -> None:
+        self.domain = domain
+        self.preamble = preamble(system_prompt, examples)
+        self.seed = seed
+        rows = []
+        for n, row in read_jsonl(path):
+            if not isinstance(row, dict) or not isinstance(row.get("question"), str) or "answer" not in row:
+                raise TaskError(f"{path}:{n}: each line needs a string 'question' and an 'answer'")
+            rows.append(row)
+        if not rows:
+            raise TaskError(f"{path}: no tasks")
+        n_eval = int(len(rows) * eval_fraction)
+        self._eval = [self._task(r, "eval", i) for i, r in enumerate(rows[:n_eval])]
+        self._train = [self._task(r, "train", i) for i, r in enumerate(rows[n_eval:])] or self._eval
+
+    def _task(self, row: dict[str, Any], split: str, i: int) -> Task:
+        prompt = [*self.preamble, Message(role="user", content=row["question"])]
+        return Task(id=str(row.get("id", f"{split}/{i}")), domain=self.domain, prompt=prompt,
+                    target=str(row["answer"]), metadata={"source": "jsonl", "reference": f"<answer>{row['answer']}</answer>"})
+
+    def eval_tasks(self) -> list[Task]:
+        return list(self._eval)
+
+    def train_task(self, index: int) -> Task:
+        import random
+
+        epoch, pos = divmod(index, len(self._train))
+        order = list(range(len(self._train)))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return self._train[order[pos]]
+
+    def correct(self, task: Task, answer: str | None) -> bool:
+        return correct(task, answer)
+
+
+def correct(task: Task, answer: str | None) -> bool:
+    """Whether ``answer`` is right for a math task: by its reasoning-gym generator's own scorer,
+    or by math-verify against ``task.target``."""
+    if answer is None:
+        return False
+    if task.metadata.get("source") == "reasoning_gym":
+        return float(scorer(task.metadata["dataset"])(answer, task.metadata["entry"])) >= 1.0
+    from math_verify import verify
+
+    gold = _parse_math(str(task.target))
+    pred = _parse_math(answer)
+    return bool(gold and pred and verify(gold, pred))
+
+
+def score_reply(task: Task, reply: str, weights: RewardWeights,
+                check: Callable[[Task, str | None], bool] = correct) -> Score:
+    """The score of one reply: ``strict``, ``lenient`` and ``format`` combined by ``weights``."""
+    ex = extract_answer(reply)
+    strict = ex.strict is not None and check(task, ex.strict)
+    lenient = strict or (ex.lenient is not None and check(task, ex.lenient))
+    comps = {"strict": float(strict), "lenient": float(lenient), "format": float(ex.formatted)}
+    why = (
+        f"answer {ex.strict!r} in tags" if ex.formatted else f"no answer tags; last number {ex.lenient!r}"
+    ) + f"; target {task.target!r}"
+    return Score(value=weights.combine(comps), components=comps, explanation=why)
+
+
+class MathEnv:
+    """One single-turn episode: show the problem, score the one reply."""
+
+    def __init__(self, domain: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights) -> None:
+        self.domain = domain
+        self.source = source
+        self.weights = weights
+        self.task: Task | None = None
+
+    async def reset(self, task: Task) -> Observation:
+        self.task = task
+        return Observation(messages=list(task.prompt))
+
+    def tools(self) -> list[Tool]:
+        return []
+
+    async def step(self, reply: str) -> Observation:
+        assert self.task is not None, "step() before reset()"
+        return Observation(messages=[], done=True, score=score_reply(self.task, reply, self.weights, self.source.correct))
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[], done=True)  # no answer given: scored 0
+
+    async def close(self) -> None:
+        return None
+
+
+class MathDomain:
+    def __init__(self, name: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights) -> None:
+        self.name = name
+        self.source = source
+        self.weights = weights
+
+    def make_env(self) -> MathEnv:
+        return MathEnv(self.name, self.source, self.weights)
+
+    async def close(self) -> None:
+        return None
+
+
+def _parse_math(text: str) -> list:
+    """Parse an answer with math-verify. Bare LaTeX (``2\\sqrt{3}``) is only read as LaTeX
+    inside math delimiters, so wrap it; fall back to a plain parse."""
+    from math_verify import parse
+
+    text = text.strip()
+    if not any(d in text for d in ("$", "\\(", "\\[")):
+        parsed = parse(f"${text}$")
+        if parsed:
+            return parsed
+    return parse(text)
