@@ -125,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--matched", action="store_true", help="Practicum with TRL's hyperparameters: " + " ".join(MATCHED))
     p.add_argument("--threads", type=int, default=None, help="torch threads on both sides (default: torch's)")
     p.add_argument("--parallel", action="store_true",
-                   help="run both sides at once, each pinned to its own core with 1 torch thread")
+                   help="run the sides at once with 1 torch thread each (pinned to a core each when there are enough cores)")
     p.add_argument("--max-steps", type=int, default=None, help="also stop each side after this many steps")
     p.add_argument("--trl-tasks", type=int, default=None,
                    help="training prompts given to TRL (default: enough for one step per 0.5 s)")
@@ -527,11 +527,14 @@ def main() -> None:
         write_result(out, result)  # after each side, so a crash of the next loses nothing
 
     if args.parallel:
-        # Both sides at once, each pinned to its own core with one torch thread: they see the
-        # same machine at the same time, so background load hits both alike.
+        # All sides at once, each with one torch thread: they see the same machine at the same
+        # time, so background load hits them alike. Each is pinned to its own core when there
+        # are enough cores; otherwise the scheduler shares the cores between them.
         import threading
 
-        threads = [threading.Thread(target=one, args=(s, {i % (os.cpu_count() or 1)})) for i, s in enumerate(sides)]
+        ncpu = len(os.sched_getaffinity(0))
+        threads = [threading.Thread(target=one, args=(s, {i} if len(sides) <= ncpu else None))
+                   for i, s in enumerate(sides)]
         for t in threads:
             t.start()
         for t in threads:
