@@ -491,3 +491,25 @@ def test_concurrent_first_uses_build_the_cache_once_and_whole(tmp_path):
     assert sorted(p.name for p in (tmp_path / "data" / "sql").iterdir()) == ["vega.duckdb", "vega.duckdb.stamp", "vega.lock"]
     db = open_database("vega", "duckdb", tmp_path)
     assert db.run("SELECT count(*) FROM cars", 5.0, 10).rows == [(406,)]
+
+
+def test_an_episode_through_the_rollout_records_score_tools_and_flags(verifier):
+    """The scripted engine plays a whole episode through the real rollout: the episode's info
+    carries the tool counts, the verifier's flags and the domain's query counts."""
+    from practicum.engines.base import SamplingParams
+    from practicum.engines.scripted import ScriptedEngine
+    from practicum.records import EpisodeState
+    from practicum.rollout import run_episodes
+
+    domain = _build(mode="multi", datasets=["nycflights13"])
+    task = domain.source.task(BY_ID["nycflights13/count_flights"])
+    script = [_call("schema"), _call("sql", query="SELECT count(*) FROM flights"),
+              _call("submit", answer="SELECT 336776 FROM flights LIMIT 1")]
+    engine = ScriptedEngine(lambda prompt, i: script[i])
+    [ep] = asyncio.run(run_episodes([task], lambda t: domain.make_env(), engine, SamplingParams(max_new_tokens=200),
+                                    max_turns=5))
+    assert ep.state == EpisodeState.done and ep.reward == 0.0
+    assert ep.info.flags == ["hardcoded_values"]
+    assert ep.info.tool_calls == {"schema": 1, "sql": 1, "submit": 1}
+    assert ep.info.extra["sql"] == {"queries": 1, "failed_queries": 0}
+    assert "336776" in [m.content for m in ep.messages if m.role == "tool"][1]
