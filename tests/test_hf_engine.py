@@ -555,3 +555,31 @@ def test_the_prefix_cache_stays_within_its_budget(varied_model_path):
         _generate(engine, [p], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3, keep_prefix=True))
     assert 0 < engine._prefix_held <= engine.prefix_cache_bytes
     assert len(engine._prefixes) < len(prompts)  # the oldest were evicted
+
+
+def test_a_common_beginning_of_prompts_admitted_together_is_prefilled_once(varied_model_path):
+    """Prompts that share a long beginning (a system prompt, worked examples) prefill it once;
+    each then samples what it samples with a full prefill of its own, and a later turn still
+    reuses its conversation's cache."""
+    shared, plain = _engine(varied_model_path), _engine(varied_model_path)
+    plain.share_prefix = False
+    system = Message(role="system", content="say seven three nine yes no " * 6)
+    prompts = [shared.renderer.chat_ids([system, Message(role="user", content=t)])
+               for t in ("one", "say three please", "yes no yes yes", "nine")]
+    params = SamplingParams(max_new_tokens=12, temperature=1.0, seed=5, keep_prefix=True)
+    a, b = _generate(shared, prompts, params), _generate(plain, prompts, params)
+    assert shared.shared_prefix_tokens > 3 * 40 and plain.shared_prefix_tokens == 0
+    for ca, cb in zip(a, b):
+        assert ca.ids == cb.ids
+        assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-5)
+    # the rows were kept despite the padding between the shared part and their own: turn 2 reuses them
+    follow = [p + c.ids + shared.renderer.append_ids([Message(role="user", content="x")],
+                                                      [Message(role="user", content="again")], p + c.ids)
+              for p, c in zip(prompts, a)]
+    hits = shared.prefix_hits
+    again = [_generate(shared, [f], SamplingParams(max_new_tokens=6, seed=9))[0] for f in follow]
+    again_plain = [_generate(plain, [f], SamplingParams(max_new_tokens=6, seed=9))[0] for f in follow]
+    assert shared.prefix_hits == hits + len(follow)
+    for x, y in zip(again, again_plain):
+        assert x.ids == y.ids
+        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)

@@ -27,6 +27,10 @@ differently. Without ``params.seed`` the seed is drawn from torch's global RNG (
 actually sampled from (after temperature and top-p). Whether a request ran alone or joined
 others changes its logits only by floating-point rounding (batch shape, padding length).
 
+**Shared beginnings.** Prompts admitted together that begin alike (system prompt, tool schemas,
+worked examples: at least ``MIN_SHARED_PREFIX`` tokens) prefill that beginning once; its cache
+rows are copied and each prompt's own part follows, left-padded after it.
+
 **Prefix cache across turns.** A multi-turn episode's next request is its previous context, the
 reply and an observation: without a cache every turn prefills the whole conversation again
 (with tools and worked examples in the prompt, most of a turn's compute). When a row ends, its
@@ -131,6 +135,9 @@ class _Request:
     cancelled: bool = False  # set by the caller's coroutine; the row leaves at the next step
 
 
+MIN_SHARED_PREFIX = 16  # shorter common beginnings are not worth a separate prefill
+
+
 @dataclass
 class _Prefix:
     """A finished row's KV cache, kept for the request that continues its conversation."""
@@ -200,6 +207,8 @@ class HFEngine:
         self.prefix_cache_bytes = int(prefix_cache_mb * 2**20)  # 0: no prefix cache
         self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()  # oldest first
         self._prefix_held = 0
+        self.share_prefix = True  # prefill the common beginning of prompts admitted together once
+        self.shared_prefix_tokens = 0  # prefill tokens saved that way (for tests and benchmarks)
         self.prefix_hits = 0  # requests that reused a kept prefix (for tests and benchmarks)
         self.prefix_tokens_reused = 0
         self._staged: dict[asyncio.AbstractEventLoop, list[_Request]] = {}  # made in this pass of a loop
@@ -355,8 +364,26 @@ class HFEngine:
         distinct, row_of, input_ids, attention, positions = _left_padded(
             [r.ids for r in requests], self.pad_id, self.device)
         cache = DynamicCache()
-        logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                            cache=cache, use_cache=True).logits[:, -1, :]
+        shared = _shared_prefix(distinct) if self.share_prefix else 0
+        if shared >= MIN_SHARED_PREFIX:
+            # The prompts' common beginning (system prompt, tool schemas, worked examples) is
+            # prefilled once and its cache rows copied; then each prompt's own part follows,
+            # left-padded after it (masked columns in the middle, positions per row).
+            n = len(distinct)
+            self.model(input_ids=torch.tensor([distinct[0][:shared]], device=self.device),
+                       attention_mask=torch.ones((1, shared), dtype=torch.long, device=self.device),
+                       position_ids=torch.arange(shared, device=self.device).unsqueeze(0), cache=cache, use_cache=True)
+            cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
+            _, _, rest, rest_att, rest_pos = _left_padded([p[shared:] for p in distinct], self.pad_id, self.device,
+                                                          dedupe=False)
+            attention = torch.cat([torch.ones((n, shared), dtype=torch.long, device=self.device), rest_att], 1)
+            positions = rest_pos + shared
+            logits = self.model(input_ids=rest, attention_mask=attention, position_ids=positions,
+                                cache=cache, use_cache=True).logits[:, -1, :]
+            self.shared_prefix_tokens += shared * (n - 1)
+        else:
+            logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                                cache=cache, use_cache=True).logits[:, -1, :]
         for layer in cache.layers:
             if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
                 raise NotImplementedError(f"continuous batching needs plain DynamicLayer caches, not {type(layer).__name__}")
@@ -397,9 +424,10 @@ class HFEngine:
         """Keep the KV-cache rows of ``r`` (row ``row`` of ``batch``), which just ended."""
         ids = tuple(r.ids) + tuple(r.out_ids[:-1])  # the last token's keys were never computed
         n = len(ids)
-        if int(batch.attention[row].sum()) != n:  # not the layout assumed: keep nothing
+        cols = batch.attention[row].nonzero().squeeze(-1)  # the row's own columns, in order (padding
+        if len(cols) != n:  # lies at the left, and after a shared prefix); not the layout assumed: keep nothing
             return
-        kv = [(layer.keys[row:row + 1, :, -n:, :].clone(), layer.values[row:row + 1, :, -n:, :].clone())
+        kv = [(layer.keys[row:row + 1, :, cols, :], layer.values[row:row + 1, :, cols, :])  # indexing copies
               for layer in batch.cache.layers]  # type: ignore[attr-defined]
         nbytes = sum(k.numel() * k.element_size() * 2 for k, _ in kv)
         if nbytes > self.prefix_cache_bytes:
@@ -652,13 +680,29 @@ def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable
     return deliver
 
 
-def _left_padded(prompts: list[list[int]], pad: int, device: torch.device):
+def _shared_prefix(prompts: list[list[int]]) -> int:
+    """Length of the longest common beginning of ``prompts``, leaving each at least one token."""
+    if len(prompts) < 2:
+        return 0
+    first, n = prompts[0], min(len(p) for p in prompts) - 1
+    for p in prompts[1:]:
+        k = 0
+        while k < n and p[k] == first[k]:
+            k += 1
+        n = k
+    return max(n, 0)
+
+
+def _left_padded(prompts: list[list[int]], pad: int, device: torch.device, dedupe: bool = True):
     """Each distinct prompt once, left-padded: ``(distinct, row_of, input_ids [U, W],
     attention [U, W], positions [U, W])``; ``row_of[i]`` is prompt i's row. A GRPO group
     repeats one prompt n times: it is prefilled once and its cache rows copied."""
     uniq: dict[tuple[int, ...], int] = {}
-    row_of = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
-    distinct = [list(p) for p in uniq]
+    if dedupe:
+        row_of = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
+        distinct = [list(p) for p in uniq]
+    else:
+        row_of, distinct = list(range(len(prompts))), [list(p) for p in prompts]
     width = max(len(p) for p in distinct)
     input_ids = torch.full((len(distinct), width), pad, dtype=torch.long)
     attention = torch.zeros((len(distinct), width), dtype=torch.long)
