@@ -12,8 +12,11 @@ from typing import Protocol
 import pytest
 import torch
 
+from practicum.config import DomainSection
+from practicum.domains import build_domain
 from practicum.domains.code.env import CodeDomain, CodeEnv, CodeEnvConfig, CodeSource, CodeToolEnv
 from practicum.domains.code.tasks import load_tasks
+from practicum.domains.gym import GymEnv
 from practicum.domains.math.env import JsonlMathSource, MathDomain, MathEnv
 from practicum.domains.terminal.env import TerminalDomain, TerminalEnv
 from practicum.engines.base import ContinuousEngine, Engine, Renderer
@@ -101,7 +104,8 @@ def _domains(tmp_path: Path) -> list[Domain]:
     code_source = CodeSource("code", load_tasks(REPO / "tasks" / "code" / "easy.jsonl"), "Write Python.", 0, 0.0)
     code = [CodeDomain("code", code_source, pool, CodeVerifier(pool), CodeEnvConfig(mode=mode))  # type: ignore[arg-type]
             for mode in ("single", "multi")]
-    return [math, ToyDomain(), *code, TerminalDomain("terminal", REPO / "tasks" / "terminal")]
+    gym = build_domain(DomainSection(name="gym", env="gym", eval_size=1), seed=0)
+    return [math, ToyDomain(), *code, TerminalDomain("terminal", REPO / "tasks" / "terminal"), gym]
 
 
 def test_shipped_environments_and_domains_implement_their_protocols(tmp_path):
@@ -113,7 +117,7 @@ def test_shipped_environments_and_domains_implement_their_protocols(tmp_path):
         env = dom.make_env()
         assert_implements(env, Environment)
         made.append(type(env))
-    assert set(made) == {MathEnv, ToyEnv, CodeEnv, CodeToolEnv, TerminalEnv}
+    assert set(made) == {MathEnv, ToyEnv, CodeEnv, CodeToolEnv, TerminalEnv, GymEnv}
     assert_implements(ToolEnvironment(), Environment)
 
 

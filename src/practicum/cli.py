@@ -1,4 +1,4 @@
-"""The ``practicum`` command line: train, eval, models, doctor."""
+"""The ``practicum`` command line: train, eval, models, doctor, envs, verify, tasks, runs, sandbox."""
 
 from __future__ import annotations
 
@@ -30,11 +30,14 @@ app.add_typer(runs_app, name="runs")
 
 
 def _register_subapps() -> None:
+    from practicum.cli_envs import envs_app
     from practicum.cli_sandbox import sandbox_app
-    from practicum.cli_verify import verify_app
+    from practicum.cli_verify import register_domains, verify_app
 
     app.add_typer(sandbox_app, name="sandbox")
+    register_domains()
     app.add_typer(verify_app, name="verify")
+    app.add_typer(envs_app, name="envs")
 console = Console(highlight=False)
 
 

@@ -1,4 +1,12 @@
-"""``practicum verify``: score one answer with a verifier, from the command line.
+"""``practicum verify``: score answers with a domain's verifier, from the command line.
+
+``practicum verify DOMAIN --task TASK_FILE --answer ANSWER_FILE [--answer ...] [--json]`` works for
+every installed domain (one subcommand per plugin of the ``practicum.domains`` entry-point
+group): the plugin reads the task file (its format is the domain's, docs/domains.md) and scores
+the answer file's text as training would score that reply, printing the value, the components,
+the explanation and the flags; ``--json`` prints one object with those four keys (a list of
+them for several answers). Exit codes: 0 when every answer was scored, whatever the score; 2
+for a bad task or answer file; 1 when the verifier itself failed.
 
 ``practicum verify code --task TASK.json --answer solution.py [--answer other.py ...] [--json]``
 runs the code verifier (:mod:`practicum.verify.code`) in the default sandbox and prints, for
@@ -87,6 +95,63 @@ def code(
         if len(answers) > 1:
             console.rule(f"[bold]{escape(str(answer))}[/]")
         _print(verdict)
+
+
+def register_domains() -> None:
+    """One ``verify DOMAIN`` subcommand per installed domain plugin (``code`` has its own, above).
+    Only the entry points' names are read here; a plugin is imported when its command runs."""
+    from practicum.domains import plugin_names
+
+    for name in plugin_names():
+        if name != "code":
+            verify_app.command(name, help=f"Score ANSWER files against a {name} task file (docs/domains.md).")(_domain_command(name))
+
+
+def _domain_command(name: str):  # type: ignore[no-untyped-def]
+    def command(
+        task: Annotated[Path, typer.Option("--task", help="A task file of this domain (docs/domains.md gives its format).")],
+        answers: Annotated[list[Path], typer.Option("--answer", help="A file holding the answer (the model's reply). Repeat to score several.")],
+        as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list for several answers).")] = False,
+        sandbox: Annotated[str, typer.Option(help="Sandbox backend, for domains that run code.")] = "auto",
+    ) -> None:
+        from practicum.domains import default_context, get_plugin
+
+        try:
+            plugin = get_plugin(name)
+            spec = plugin.load_task(task)
+            texts = [_read_answer(a) for a in answers]
+            ctx = default_context(sandbox=sandbox)
+
+            async def run() -> list:
+                return [await plugin.verify(spec, text, ctx) for text in texts]
+
+            verdicts = asyncio.run(run())
+        except RolloutFailure as e:
+            console.print(f"[bold red]verifier failed:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(1) from None
+        except PracticumError as e:
+            console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(2) from None
+        if as_json:
+            records = [v.to_json() for v in verdicts]
+            typer.echo(json.dumps(records if len(records) > 1 else records[0]))
+            return
+        for answer, v in zip(answers, verdicts, strict=True):
+            if len(answers) > 1:
+                console.rule(f"[bold]{escape(str(answer))}[/]")
+            comps = ", ".join(f"{k} {val:g}" for k, val in v.score.components.items())
+            console.print(f"[bold]score {v.score.value:.3f}[/] ({escape(comps)}) — {escape(v.score.explanation)}", soft_wrap=True)
+            console.print("flags: " + (", ".join(v.flags) if v.flags else "none"))
+
+    command.__doc__ = f"Score each ANSWER against the {name} task in TASK, as training would."
+    return command
+
+
+def _read_answer(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PracticumError(f"cannot read answer {path}: {e}") from None
 
 
 def _print(verdict: Verdict) -> None:

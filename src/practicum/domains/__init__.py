@@ -137,7 +137,7 @@ def validate_options(plugin: DomainPlugin, section: DomainSection) -> Any:
         problems = []
         for err in e.errors():
             loc = [str(x) for x in err["loc"]]
-            where = ".".join(loc if loc[:1] == ["source"] and section.source is not None else ["options", *loc])
+            where = ".".join(loc if loc[:1] == ["source"] and "source" not in section.options else ["options", *loc])
             msg = err["msg"]
             if err["type"] == "extra_forbidden":
                 msg = f"unknown field of env {plugin.name!r} (check the spelling; `practicum envs show {plugin.name}` lists its options)"

@@ -173,7 +173,8 @@ def read_task_json(path: Path) -> Any:
 
 def validation_summary(e: ValidationError) -> str:
     """A pydantic error as ``field: message`` pairs."""
-    return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'task'}: {err['msg']}" for err in e.errors())
+    return "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'task'}: {err['msg'].removeprefix('Value error, ')}"
+                     for err in e.errors())
 
 
 def _home() -> Path:

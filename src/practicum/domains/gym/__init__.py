@@ -30,14 +30,12 @@ generator yields, with the dataset's name), or ``{"dataset": ..., "params": {...
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from practicum.domains.gym.source import ReasoningGymSource, jsonable, reference_answer
-from practicum.domains.gym.source import scorer as default_scorer
+from practicum.domains.gym.source import ReasoningGymSource, drawn_entry, grade, jsonable, reference_answer
 from practicum.domains.plugin import (
     BuildContext,
     Options,
@@ -88,6 +86,7 @@ class GymOptions(Options):
     dataset: str = Field("chain_sum", description="The reasoning-gym generator, by name (e.g. chain_sum, leg_counting, sudoku).")
     params: dict[str, Any] = Field(default_factory=dict, description="Generator parameters (default: the generator's own, its default difficulty).")
     format_weight: float = Field(0.0, ge=0, le=1, description="Weight of the format component (answer in tags); the rest is the generator's score.")
+    size: int = Field(10_000, ge=1, le=20_000, description="Distinct training tasks (drawing cycles through them). Most generators make each on demand; acre, gsm_symbolic and list_functions build them all up front (acre: about 2 s for 10,000).")
 
     @field_validator("dataset")
     @classmethod
@@ -99,7 +98,7 @@ class GymOptions(Options):
         import reasoning_gym
 
         try:
-            reasoning_gym.create_dataset(self.dataset, seed=0, size=1, **self.params)
+            reasoning_gym.create_dataset(self.dataset, seed=0, size=1, **self.params)  # size 1: cheap for every generator
         except (TypeError, AssertionError, ValueError) as e:
             raise ValueError(f"reasoning-gym {self.dataset!r} rejects params {self.params}: {e}") from None
         return self
@@ -115,11 +114,10 @@ def extract(reply: str) -> tuple[str, bool]:
     return (lines[-1] if lines else ""), False
 
 
-def score_reply(task: Task, reply: str, format_weight: float = 0.0,
-                scorer: Callable[[str, dict[str, Any]], float] | None = None) -> Score:
+def score_reply(task: Task, reply: str, format_weight: float = 0.0, source: ReasoningGymSource | None = None) -> Score:
+    """The score of one reply: the generator's grade of its answer, and whether it was in tags."""
     answer, tagged = extract(reply)
-    score_answer = scorer or default_scorer(task.metadata["dataset"])
-    graded = min(1.0, max(0.0, float(score_answer(answer, task.metadata["entry"])))) if answer else 0.0
+    graded = grade(task, answer, source) if answer else 0.0
     comps = {"score": graded, "format": float(tagged)}
     value = (1 - format_weight) * graded + format_weight * comps["format"]
     where = "in tags" if tagged else "last line, no answer tags"
@@ -130,10 +128,10 @@ def score_reply(task: Task, reply: str, format_weight: float = 0.0,
 class GymEnv:
     """One single-turn episode of one generated task."""
 
-    def __init__(self, domain: str, format_weight: float, scorer: Callable[[str, dict[str, Any]], float]) -> None:
+    def __init__(self, domain: str, format_weight: float, source: ReasoningGymSource) -> None:
         self.domain = domain
         self.format_weight = format_weight
-        self.scorer = scorer
+        self.source = source
         self.task: Task | None = None
 
     async def reset(self, task: Task) -> Observation:
@@ -145,7 +143,7 @@ class GymEnv:
 
     async def step(self, reply: str) -> Observation:
         assert self.task is not None, "step() before reset()"
-        return Observation(messages=[], done=True, score=score_reply(self.task, reply, self.format_weight, self.scorer))
+        return Observation(messages=[], done=True, score=score_reply(self.task, reply, self.format_weight, self.source))
 
     async def finish(self, reason: str) -> Observation:
         return Observation(messages=[], done=True)  # no answer: scored 0
@@ -161,7 +159,7 @@ class GymDomain:
         self.format_weight = format_weight
 
     def make_env(self) -> GymEnv:
-        return GymEnv(self.name, self.format_weight, self.source.train_ds.score_answer)
+        return GymEnv(self.name, self.format_weight, self.source)
 
     async def close(self) -> None:
         return None
@@ -200,7 +198,7 @@ class GymPlugin:
     def build(self, section: Any, options: GymOptions, ctx: BuildContext) -> GymDomain:
         system, examples = section_prompt(section, SYSTEM_PROMPT)
         source = ReasoningGymSource(section.name, options.dataset, options.params, system, ctx.seed, section.eval_seed,
-                                    section.eval_size, examples)
+                                    section.eval_size, examples, options.size)
         return GymDomain(section.name, source, options.format_weight)
 
     def load_task(self, path: Path) -> Task:
@@ -208,17 +206,20 @@ class GymPlugin:
             t = GymTaskFile.model_validate(read_task_json(path))
         except ValidationError as e:
             raise TaskError(f"{path}: invalid gym task: {validation_summary(e)}") from None
+        draw = None
         if t.index is not None:
-            import reasoning_gym
-
+            draw = {"seed": t.seed, "size": t.index + 1, "params": t.params, "index": t.index}
             try:
-                entry = reasoning_gym.create_dataset(t.dataset, seed=t.seed, size=t.index + 1, **t.params)[t.index]
+                entry = drawn_entry(t.dataset, draw)
             except (TypeError, AssertionError, ValueError) as e:
                 raise TaskError(f"{path}: params: reasoning-gym {t.dataset!r} rejects {t.params}: {e}") from None
         else:
             entry = {"question": t.question, "answer": t.answer, "metadata": t.metadata}
-        return make_task(self.name, t.dataset, jsonable(entry),
-                         [Message(role="system", content=SYSTEM_PROMPT)], t.id or path.stem)
+        task = make_task(self.name, t.dataset, jsonable(entry), [Message(role="system", content=SYSTEM_PROMPT)],
+                         t.id or path.stem)
+        if draw is not None:
+            task.metadata["draw"] = draw
+        return task
 
     async def verify(self, task: Task, answer: str, ctx: BuildContext) -> Verdict:
         return Verdict(score_reply(task, answer))

@@ -3,8 +3,13 @@
 :class:`ReasoningGymSource` draws tasks as a pure function of (seed, index): training tasks from
 the run's seed, held-out tasks from a separate seed, and a training task whose question occurs
 in the held-out set is skipped, so evaluation never measures memorisation. Each task keeps the
-generator's entry (JSON-safe) in ``metadata["entry"]`` for the scorer, and a reference answer
+generator's entry (JSON-safe) in ``metadata["entry"]``, how to draw it again in
+``metadata["draw"]`` (seed, size, params, index), and a reference answer
 (:func:`reference_answer`) in ``metadata["reference"]``.
+
+:func:`grade` scores an answer against the generator's *own* entry, drawn again: the JSON copy
+loses tuples, and some scorers (arc_agi, rearc) compare them (a right grid scored 0.05 from the
+copy). A task file that gives only the entry is graded from the copy.
 """
 
 from __future__ import annotations
@@ -30,6 +35,32 @@ def scorer(dataset: str) -> Callable[[str, dict[str, Any]], float]:
     from reasoning_gym import get_score_answer_fn
 
     return get_score_answer_fn(dataset)
+
+
+@cache
+def _dataset(dataset: str, seed: int, size: int, params: str) -> Any:
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(dataset, seed=seed, size=size, **json.loads(params))
+
+
+def drawn_entry(dataset: str, draw: dict[str, Any]) -> dict[str, Any]:
+    """The generator's own entry that ``metadata["draw"]`` describes, drawn again."""
+    ds = _dataset(dataset, int(draw["seed"]), int(draw["size"]), json.dumps(draw.get("params", {}), sort_keys=True))
+    return ds[int(draw["index"])]
+
+
+def grade(task: Task, answer: str, source: ReasoningGymSource | None = None) -> float:
+    """The generator's score of ``answer`` for a reasoning-gym task, in [0, 1]: against its own
+    entry (from ``source`` when given, else drawn again), or the JSON copy when the task holds
+    only that."""
+    meta = task.metadata
+    if source is not None:
+        score_answer, entry = source.train_ds.score_answer, source.entry(task)
+    else:
+        score_answer = scorer(meta["dataset"])
+        entry = drawn_entry(meta["dataset"], meta["draw"]) if "draw" in meta else meta["entry"]
+    return min(1.0, max(0.0, float(score_answer(answer, entry))))
 
 
 def reference_answer(entry: dict[str, Any]) -> str | None:
@@ -58,6 +89,7 @@ class ReasoningGymSource:
         eval_seed: int,
         eval_size: int,
         examples: list[tuple[str, str]] | None = None,
+        size: int = 10**9,
     ) -> None:
         import reasoning_gym
 
@@ -69,9 +101,14 @@ class ReasoningGymSource:
         self.seed = seed
         self.eval_seed = eval_seed
         self.eval_size = eval_size
+        # A generator makes task i of a dataset of ``size`` on demand; a few (acre, gsm_symbolic,
+        # list_functions) build all ``size`` up front, and word_ladder refuses more than 20,000.
+        self.size = size
+        self.params = params
+        self.eval_candidates = min(size, eval_size * 50)
         try:
-            self.train_ds = reasoning_gym.create_dataset(dataset, seed=seed, size=10**9, **params)
-            self.eval_ds = reasoning_gym.create_dataset(dataset, seed=eval_seed, size=10**9, **params)
+            self.train_ds = reasoning_gym.create_dataset(dataset, seed=seed, size=size, **params)
+            self.eval_ds = reasoning_gym.create_dataset(dataset, seed=eval_seed, size=self.eval_candidates, **params)
         except (TypeError, AssertionError, ValueError) as e:
             raise TaskError(f"reasoning-gym {dataset!r} rejects params {params}: {e}") from e
 
@@ -83,15 +120,24 @@ class ReasoningGymSource:
             prompt=prompt,
             target=entry["answer"],
             metadata={"source": "reasoning_gym", "dataset": self.dataset_name, "entry": jsonable(entry),
-                      "reference": reference_answer(entry)},
+                      "draw": self._draw(split, index), "reference": reference_answer(entry)},
         )
+
+    def _draw(self, split: str, index: int) -> dict[str, Any]:
+        seed, size = (self.seed, self.size) if split == "train" else (self.eval_seed, self.eval_candidates)
+        return {"seed": seed, "size": size, "params": jsonable(self.params), "index": index}
+
+    def entry(self, task: Task) -> dict[str, Any]:
+        """The generator's own entry of one of this source's tasks."""
+        draw = task.metadata["draw"]
+        return (self.train_ds if draw["seed"] == self.seed and draw["size"] == self.size else self.eval_ds)[draw["index"]]
 
     @cached_property
     def _eval_entries(self) -> list[tuple[int, dict[str, Any]]]:
         seen: set[str] = set()
         out = []
         i = 0
-        while len(out) < self.eval_size and i < self.eval_size * 50:
+        while len(out) < self.eval_size and i < self.eval_candidates:
             e = self.eval_ds[i]
             if e["question"] not in seen:
                 seen.add(e["question"])
@@ -108,17 +154,14 @@ class ReasoningGymSource:
 
     def train_task(self, index: int) -> Task:
         for attempt in range(1000):
-            j = index + attempt * _SKIP_STRIDE
+            j = (index + attempt * _SKIP_STRIDE) % self.size
             entry = self.train_ds[j]
             if entry["question"] not in self.held_out_questions:
                 return self._task(entry, "train", j)
         raise TaskError(f"{self.dataset_name}: every candidate training task is in the held-out set")
 
     def correct(self, task: Task, answer: str | None) -> bool:
-        if answer is None:
-            return False
-        entry = task.metadata["entry"]
-        return float(self.train_ds.score_answer(answer, entry)) >= 1.0
+        return answer is not None and grade(task, answer, self) >= 1.0
 
 
 def jsonable(entry: dict[str, Any]) -> dict[str, Any]:

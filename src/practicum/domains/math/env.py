@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from practicum.domains.gym.source import ReasoningGymSource, scorer
+from practicum.domains.gym.source import ReasoningGymSource, grade
 from practicum.domains.plugin import preamble
 from practicum.envs.base import Observation, read_jsonl
 from practicum.errors import TaskError
@@ -81,7 +81,7 @@ def correct(task: Task, answer: str | None) -> bool:
     if answer is None:
         return False
     if task.metadata.get("source") == "reasoning_gym":
-        return float(scorer(task.metadata["dataset"])(answer, task.metadata["entry"])) >= 1.0
+        return grade(task, answer) >= 1.0
     from math_verify import verify
 
     gold = _parse_math(str(task.target))
