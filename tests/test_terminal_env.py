@@ -38,6 +38,27 @@ def test_reference_scores_1_and_untouched_scores_0(name):
     assert untouched.score is not None and untouched.score.value == 0.0, untouched
 
 
+def test_verify_terminal_scores_an_answer_script_and_rejects_a_non_task(tmp_path):
+    """`practicum verify terminal`: the reference solve.sh as the answer scores 1, a script that
+    does nothing scores 0, and a folder that is not a task is a clear error."""
+    from practicum.domains import default_context, get_plugin
+    from practicum.errors import TaskError
+
+    plugin = get_plugin("terminal")
+    task = plugin.load_task(TASKS / "fix-leap-years")
+    solve = (TASKS / "fix-leap-years" / "solution" / "solve.sh").read_text()
+    assert task.metadata["reference"] == solve
+
+    async def both():
+        ctx = default_context()
+        return await plugin.verify(task, solve, ctx), await plugin.verify(task, "true\n", ctx)
+
+    right, nothing = asyncio.run(both())
+    assert right.score.components == {"reward": 1.0} and nothing.score.value == 0.0
+    with pytest.raises(TaskError, match=f"{tmp_path}: not a terminal task folder"):
+        plugin.load_task(tmp_path)
+
+
 def call(name: str, **args) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': args})}</tool_call>"
 

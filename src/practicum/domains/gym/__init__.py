@@ -75,7 +75,7 @@ def _check_dataset(name: str) -> str:
     known = generators()
     if name not in known:
         close = difflib.get_close_matches(name, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f" (there are {len(known)}: `practicum envs show gym` lists them)"
+        hint = f"; did you mean {', '.join(close)}?" if close else f" (there are {len(known)}; docs/domains.md lists them)"
         raise ValueError(f"reasoning-gym has no generator {name!r}{hint}")
     return name
 
