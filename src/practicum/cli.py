@@ -58,8 +58,18 @@ def train(
     from practicum.config import describe, load_config
 
     if help_config:
+        from practicum.domains import get_plugin, plugin_names
+
         for line in describe():
             console.print(line)
+        for name in plugin_names():  # each domain's own settings: its section's source: and options:
+            try:
+                plugin = get_plugin(name)
+            except PracticumError as e:
+                console.print(f"env {name}: {escape(str(e))}", soft_wrap=True)
+                continue
+            for line in describe(plugin.options_model, f"domains[].options (env {name}): "):
+                console.print(escape(line), soft_wrap=True)
         return
     if config is None:
         _fail(ValueError("give a config file, e.g. `practicum train examples/quickstart.yaml`"))

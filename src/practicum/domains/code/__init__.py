@@ -44,7 +44,7 @@ class CodeSourceOptions(SourceOptions):
 class CodeOptions(Options):
     """Settings of a ``code`` domain: ``source:`` and ``options:`` of its section."""
 
-    source: CodeSourceOptions = Field(default_factory=lambda: CodeSourceOptions(kind="humaneval"),
+    source: CodeSourceOptions = Field(default_factory=lambda: CodeSourceOptions.model_validate({"kind": "humaneval"}),
                                       description="Where tasks come from (default: humaneval).")
     mode: Literal["single", "multi"] = Field("single", description="single: answer once; multi: run code with the python tool before submitting (set rollout.max_turns > 1).")
     scoring: Literal["fraction", "all"] = Field("fraction", description="Score = fraction of hidden tests passed, or 1 only when all pass.")

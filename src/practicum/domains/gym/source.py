@@ -135,7 +135,7 @@ class ReasoningGymSource:
     @cached_property
     def _eval_entries(self) -> list[tuple[int, dict[str, Any]]]:
         seen: set[str] = set()
-        out = []
+        out: list[tuple[int, dict[str, Any]]] = []
         i = 0
         while len(out) < self.eval_size and i < self.eval_candidates:
             e = self.eval_ds[i]

@@ -73,9 +73,9 @@ class RewardOptions(Options):
 class MathOptions(Options):
     """Settings of a ``math`` domain: ``source:`` and ``options:`` of its section."""
 
-    source: MathSource = Field(default_factory=lambda: MathSource(kind="reasoning_gym", dataset="chain_sum"),
+    source: MathSource = Field(default_factory=lambda: MathSource.model_validate({"kind": "reasoning_gym", "dataset": "chain_sum"}),
                                description="Where problems come from (default: reasoning-gym chain_sum).")
-    reward: RewardOptions = Field(default_factory=RewardOptions, description="Weights of the score components.")
+    reward: RewardOptions = Field(default_factory=lambda: RewardOptions.model_validate({}), description="Weights of the score components.")
 
 
 class MathTaskFile(BaseModel):
