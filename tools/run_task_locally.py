@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from practicum.envs.terminal_tasks import NOT_SEEDED, TerminalTask, check_task, load_task, load_tasks, read_reward
+from practicum.domains.terminal.tasks import NOT_SEEDED, TerminalTask, check_task, load_task, load_tasks, read_reward
 from practicum.errors import VerifierFailure
 
 OUTER = r"""
