@@ -79,11 +79,14 @@ def test_ptrace_own_processes_but_never_the_fork_server():
     assert lines[1].startswith("server -1 ") and lines[2].startswith("mem ") and lines[3] == "server-alive", out
 
 
-def test_the_host_is_not_visible_and_there_is_no_network():
+def test_the_host_is_not_visible_and_there_is_no_network(tmp_path):
     from practicum.models import practicum_home
 
-    secret_dirs = [str(REPO), str(REPO.parent), str(practicum_home())]
-    out, _, _ = run("; ".join(f"ls {d} >/dev/null 2>&1 && echo SEEN {d}" for d in secret_dirs) +
+    secret = tmp_path / "host-secret.txt"  # a host file next to the checkout's kind of place
+    secret.write_text("host only")
+    # files, not folders: a folder such as /tmp also exists inside the container (its own)
+    host_files = [REPO / "pyproject.toml", secret, *sorted(practicum_home().glob("*"))[:3]]
+    out, _, _ = run("; ".join(f"test -e {f} && echo SEEN {f}" for f in host_files) +
                     "; python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)\" "
                     "2>/dev/null || echo no-network")
     assert "SEEN" not in out and "no-network" in out
