@@ -102,7 +102,7 @@ async def _train(args: argparse.Namespace, side: str) -> dict[str, Any]:
         for step in range(1, cfg.run.steps + 1):
             m = await run.train_step(step)
             log(run.summary(step, m))
-            steps.append({"step": step, "seconds": time.perf_counter() - t0, "reward": m.get("terminal/reward"),
+            steps.append({"step": step, "seconds": time.perf_counter() - t0, "reward": m.get(f"{cfg.domains[0].name}/reward"),
                           "lag_mean": m["lag_mean"], "wait_seconds": m["wait_seconds"],
                           "update_seconds": m["step_seconds"] - m["wait_seconds"], "samples": m.get("samples"),
                           "gen_tokens": m["gen_tokens"], "dropped": m["dropped_groups"], "failed": m["failed_groups"],
