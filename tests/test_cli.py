@@ -46,6 +46,26 @@ def test_train_then_eval_a_checkpoint(tiny_run_config, tmp_path):
     assert 0.0 <= out["per_domain"]["say"]["reward"] <= 1.0
 
 
+def test_eval_prints_one_table_with_tasks_score_errors_and_seconds(tiny_run_config):
+    """`practicum eval` prints one row per domain: tasks, mean score, errors, seconds, then the
+    domain's components; --json carries the same counts under "domains"."""
+    config = str(tiny_run_config.path)
+    result = runner.invoke(app, ["eval", config, "--limit", "2"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if "mean score" in line)
+    cols = [c.strip() for c in header.strip("┃│ ").replace("┃", "│").split("│")]
+    assert cols[:5] == ["domain", "tasks", "mean score", "errors", "seconds"] and "reward" not in cols
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ say"))
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[0] == "say" and cells[1] == "2" and cells[3] == "0"  # domain, tasks, errors
+
+    result = runner.invoke(app, ["eval", config, "--limit", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    say = out["domains"]["say"]
+    assert (say["tasks"], say["errors"], say["error_kinds"]) == (2, 0, {}) and say["seconds"] > 0
+
+
 def test_bad_config_exits_with_a_clear_error(write_yaml):
     """A config error exits with status 2 and a message naming the file and field, no traceback."""
     path = write_yaml({"domains": [{"name": "a", "source": {"kind": "jsonl", "path": "x.jsonl"}}],

@@ -271,3 +271,36 @@ def test_evaluate_reports_per_domain_means_and_per_task_components(domain):
     assert [r.components for r in res.per_task] == [
         {"strict": 1.0, "lenient": 1.0, "format": 1.0}, {"strict": 0.0, "lenient": 1.0, "format": 0.0}] * 3
     assert res.per_domain["arith"] == pytest.approx({"reward": 0.65, "strict": 0.5, "lenient": 1.0, "format": 0.5, "n": 6})
+    assert res.tallies["arith"].tasks == 6 and res.tallies["arith"].errors == 0 and res.tallies["arith"].seconds > 0
+
+
+class _FlakyDomain:
+    """A domain whose environments fail, as :class:`FlakyEnv`, on replies saying "boom"."""
+
+    def __init__(self, inner, exc: BaseException) -> None:
+        self.name, self.source, self.inner, self.exc = inner.name, inner.source, inner, exc
+
+    def make_env(self):
+        return FlakyEnv(self.inner.make_env(), self.exc)
+
+    async def close(self) -> None:
+        return None
+
+
+def test_evaluate_counts_failed_and_limited_episodes_and_times_each_domain(domain):
+    """The eval table's errors and seconds: a failed episode is an error of its kind; an episode
+    stopped at the turn limit is scored and counted apart, not as an error; each domain has its own time."""
+    from practicum.evaluation import evaluate
+
+    def reply(prompt: str, call: int) -> str:
+        if "problem:" not in prompt:  # the toy domain: says its word, but is asked twice and gets one turn
+            return prompt.rsplit("say ", 1)[-1].split()[0]
+        return "boom" if call == 1 else f"<answer>{solve(prompt)}</answer>"
+
+    doms = [_FlakyDomain(domain, EnvironmentFailure("sandbox died")), ToyDomain("toy", turns=2)]
+    res = asyncio.run(evaluate(ScriptedEngine(reply), doms, 64, max_turns=1, limit=4))
+    arith, toy = res.tallies["arith"], res.tallies["toy"]
+    assert (arith.tasks, arith.errors, arith.error_kinds, arith.limited) == (4, 1, {"environment": 1}, 0)
+    assert (toy.tasks, toy.errors, toy.error_kinds, toy.limited) == (4, 0, {}, 4)
+    assert res.per_domain["arith"]["reward"] == pytest.approx(0.75)  # the failed episode scores 0
+    assert 0 < arith.seconds and 0 < toy.seconds and arith.seconds + toy.seconds <= res.seconds

@@ -143,6 +143,7 @@ def eval_(
         return
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
+                          "domains": {d: t.model_dump() for d, t in res.tallies.items()},
                           "per_task": [r.model_dump() for r in res.per_task]}))
         return
     if per_task:
@@ -153,15 +154,23 @@ def eval_(
             rows.add_row(r.task, f"{r.reward:.2f}", str(r.turns), str(r.tool_calls), str(r.tool_errors), r.end)
         console.print(rows)
     table = Table(title=f"held-out evaluation of {checkpoint or path}")
-    keys = sorted({k for m in res.per_domain.values() for k in m if k != "n"})
+    # The mean score is the "reward" mean; the other components follow it, each domain's own.
+    keys = sorted({k for m in res.per_domain.values() for k in m if k not in ("n", "reward")})
     table.add_column("domain")
-    table.add_column("n", justify="right")
-    for k in keys:
-        table.add_column(k, justify="right")
+    for col in ("tasks", "mean score", "errors", "seconds", *keys):
+        table.add_column(col, justify="right")
     for dom, m in res.per_domain.items():
-        table.add_row(dom, str(int(m["n"])), *[f"{m.get(k, float('nan')):.3f}" for k in keys])
+        t = res.tallies[dom]
+        table.add_row(dom, str(t.tasks), f"{m.get('reward', float('nan')):.3f}", str(t.errors), f"{t.seconds:.1f}",
+                      *[f"{m[k]:.3f}" if k in m else "" for k in keys])
     console.print(table)
-    console.print(f"{res.seconds:.1f} s")
+    kinds = [f"{d}: " + ", ".join(f"{k} {n}" for k, n in t.error_kinds.items()) for d, t in res.tallies.items() if t.errors]
+    if kinds:
+        console.print(f"errors by kind: {'; '.join(kinds)}")
+    limited = sum(t.limited for t in res.tallies.values())
+    if limited:
+        console.print(f"{limited} episode(s) stopped at a turn, token or time limit (scored on what they reached, not errors)")
+    console.print(f"{res.seconds:.1f} s in all")
 
 
 @models_app.command("list")

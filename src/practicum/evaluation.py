@@ -16,6 +16,8 @@ from practicum.records import GroupState
 from practicum.rollout import run_groups
 from practicum.store import Store
 
+LIMITS = ("turn_limit", "token_limit", "time_limit")  # end reasons of an episode cut short, still scored
+
 
 class EvalRow(BaseModel):
     """One evaluated task: its score and how the episode went."""
@@ -31,13 +33,25 @@ class EvalRow(BaseModel):
     errors: list[str]  # error kinds of the episode
 
 
+class DomainTally(BaseModel):
+    """How one domain's evaluation went, besides its scores: what the eval table shows next to the means."""
+
+    tasks: int
+    errors: int  # episodes that failed (end "failed": environment, verifier, engine, unusable model output)
+    error_kinds: dict[str, int]  # kind -> failed episodes of that kind
+    limited: int  # episodes cut at a turn, token or time limit (scored on what they reached; not errors)
+    seconds: float  # wall time of the domain's episodes, verification included
+
+
 @dataclass
 class EvalResult:
-    """Held-out results per domain: means of each score component, and of the score value."""
+    """Held-out results per domain: means of each score component, and of the score value;
+    ``tallies`` counts tasks, failed episodes and seconds per domain."""
 
     per_domain: dict[str, dict[str, float]]
     seconds: float
     per_task: list[EvalRow] = field(default_factory=list)
+    tallies: dict[str, DomainTally] = field(default_factory=dict)
 
     def line(self) -> str:
         parts = []
@@ -63,7 +77,9 @@ async def evaluate(
     params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     out: dict[str, dict[str, float]] = {}
     rows: list[EvalRow] = []
+    tallies: dict[str, DomainTally] = {}
     for dom in domains:
+        t_dom = time.perf_counter()
         tasks = dom.source.eval_tasks()[:limit]
         groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
                                   max_tokens, max_seconds)
@@ -74,6 +90,7 @@ async def evaluate(
                                 turns=len(ep.turns), tool_calls=sum(ep.info.tool_calls.values()),
                                 tool_errors=ep.info.tool_error_count, end=ep.info.end_reason,
                                 errors=[e.kind for e in ep.errors]))
+        tallies[dom.name] = _tally(rows[len(rows) - len(groups):], time.perf_counter() - t_dom)
         sums: dict[str, float] = {}
         for g in groups:
             ep = g.episodes[0]
@@ -90,4 +107,15 @@ async def evaluate(
                 store.add_group(g, step, kind="eval")
         n = max(len(groups), 1)
         out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
-    return EvalResult(out, time.perf_counter() - t0, rows)
+    return EvalResult(out, time.perf_counter() - t0, rows, tallies)
+
+
+def _tally(rows: list[EvalRow], seconds: float) -> DomainTally:
+    """Failed episodes are those that ended ``failed``; their kinds are the errors that are not limits."""
+    failed = [r for r in rows if r.end == "failed"]
+    kinds: dict[str, int] = {}
+    for r in failed:
+        for k in dict.fromkeys(e for e in r.errors if e not in LIMITS) or ["unknown"]:
+            kinds[k] = kinds.get(k, 0) + 1
+    return DomainTally(tasks=len(rows), errors=len(failed), error_kinds=kinds,
+                       limited=sum(r.end in LIMITS for r in rows), seconds=seconds)
