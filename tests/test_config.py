@@ -34,6 +34,21 @@ def test_quickstart_loads_with_the_values_of_the_file(quickstart_path):
     assert cfg.base_dir == str(quickstart_path.parent)
 
 
+@pytest.mark.parametrize("name", ["mixed.yaml", "eval_domains.yaml"])
+def test_cross_domain_examples_build_every_domain_with_its_held_out_size(quickstart_path, name):
+    """examples/mixed.yaml (five domains, sql and longctx among them) and examples/eval_domains.yaml
+    validate, every domain builds, and each holds out the few tasks the files ask for, so the
+    commands of docs/domains.md stay a few minutes long."""
+    from practicum.domains import build_domain
+
+    cfg = load_config(quickstart_path.parent / name)
+    envs = {d.env for d in cfg.domains}
+    assert {"math", "gym", "code", "sql", "longctx"} <= envs
+    for d in cfg.domains:
+        dom = build_domain(d, cfg.run.seed, cfg.base_dir)
+        assert 2 <= len(dom.source.eval_tasks()) <= 4, d.name
+
+
 def test_dotted_overrides_apply(quickstart_path):
     """`--set`-style overrides reach sections, list items and nested sections, parsed as YAML."""
     cfg = load_config(
