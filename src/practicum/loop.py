@@ -173,7 +173,6 @@ class Run:
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
         self.store.add_metrics(step, "eval", flat)
         self.metrics.write(step, "eval", flat)
-        self._throughput_mark = (self.engine.tokens, time.perf_counter())  # evaluation is not training throughput
         return res
 
     async def start(self) -> None:
@@ -202,8 +201,9 @@ class Run:
         self.orch.trained(groups, step, self.trainer.version)
         gen_tokens = sum(len(t.completion_ids) for g in groups for e in g.episodes for t in e.turns)
         # generation throughput: what the engine produced since the last step ended (for any
-        # group, trained now or later) over that wall time - with groups generated ahead, the
-        # tokens of this step's groups over its waiting time would mean nothing
+        # group, trained now or later, and any evaluation between) over that wall time - with
+        # groups generated ahead, the tokens of this step's groups over its waiting time would
+        # mean nothing
         tokens0, since = self._throughput_mark
         now = time.perf_counter()
         self._throughput_mark = (self.engine.tokens, now)
