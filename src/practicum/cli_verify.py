@@ -87,6 +87,11 @@ def code(
     except PracticumError as e:
         console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(2) from None
+    _emit(answers, verdicts, as_json, _print)
+
+
+def _emit(answers: list[Path], verdicts: list, as_json: bool, show) -> None:  # type: ignore[no-untyped-def]
+    """One JSON object (a list for several answers), or each verdict under its answer's name."""
     if as_json:
         records = [v.to_json() for v in verdicts]
         typer.echo(json.dumps(records if len(records) > 1 else records[0]))
@@ -94,7 +99,13 @@ def code(
     for answer, verdict in zip(answers, verdicts, strict=True):
         if len(answers) > 1:
             console.rule(f"[bold]{escape(str(answer))}[/]")
-        _print(verdict)
+        show(verdict)
+
+
+def _print_domain_verdict(v) -> None:  # type: ignore[no-untyped-def]
+    comps = ", ".join(f"{k} {val:g}" for k, val in v.score.components.items())
+    console.print(f"[bold]score {v.score.value:.3f}[/] ({escape(comps)}) — {escape(v.score.explanation)}", soft_wrap=True)
+    console.print("flags: " + (", ".join(v.flags) if v.flags else "none"))
 
 
 def register_domains() -> None:
@@ -132,16 +143,7 @@ def _domain_command(name: str):  # type: ignore[no-untyped-def]
         except PracticumError as e:
             console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
             raise typer.Exit(2) from None
-        if as_json:
-            records = [v.to_json() for v in verdicts]
-            typer.echo(json.dumps(records if len(records) > 1 else records[0]))
-            return
-        for answer, v in zip(answers, verdicts, strict=True):
-            if len(answers) > 1:
-                console.rule(f"[bold]{escape(str(answer))}[/]")
-            comps = ", ".join(f"{k} {val:g}" for k, val in v.score.components.items())
-            console.print(f"[bold]score {v.score.value:.3f}[/] ({escape(comps)}) — {escape(v.score.explanation)}", soft_wrap=True)
-            console.print("flags: " + (", ".join(v.flags) if v.flags else "none"))
+        _emit(answers, verdicts, as_json, _print_domain_verdict)
 
     command.__doc__ = f"Score each ANSWER against the {name} task in TASK, as training would."
     return command
