@@ -75,6 +75,20 @@ def test_math_options_configure_the_domain(write_yaml, tmp_path):
     assert domain.weights.strict == 0 and domain.weights.lenient == 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("env, default", [("sql", 30), ("longctx", 20)])
+def test_a_sections_eval_size_sets_the_held_out_set_of_every_domain(write_yaml, env, default):
+    def held_out(section: dict) -> list:
+        cfg = load_config(write_yaml({"domains": [{"name": "d", "env": env, **section}]}))
+        return registry.build_domain(cfg.domains[0], 0, cfg.base_dir).source.eval_tasks()  # type: ignore[attr-defined]
+
+    assert len(held_out({})) == default
+    assert len(held_out({"eval_size": 3})) == 3
+    assert len(held_out({"eval_size": 3, "options": {"eval_size": 2}})) == 2  # the plugin's own option wins
+    if env == "longctx":
+        a, b = held_out({"eval_size": 2}), held_out({"eval_size": 2, "eval_seed": 99})
+        assert [t.id for t in a] != [t.id for t in b]
+
+
 def test_verify_scores_answer_files_for_math_and_gym_and_rejects_bad_files(tmp_path):
     task = tmp_path / "task.json"
     task.write_text(json.dumps({"question": "What is 2 + 3?", "answer": "5"}))

@@ -161,6 +161,17 @@ def section_prompt(section: DomainSection, default_system_prompt: str) -> tuple[
     return system, [(e.question, e.reply) for e in section.examples]
 
 
+def held_out(section: DomainSection, size: int | None, default_size: int, seed: int | None = None,
+             default_seed: int | None = None) -> tuple[int, int | None]:
+    """The held-out set's size and seed for a domain whose plugin has its own defaults: the
+    plugin's option if the user set one, else the section's ``eval_size`` / ``eval_seed`` if the
+    user set those (they mean the same for every domain), else the plugin's defaults."""
+    given = section.model_fields_set
+    n = size if size is not None else section.eval_size if "eval_size" in given else default_size
+    s = seed if seed is not None else section.eval_seed if "eval_seed" in given else default_seed
+    return n, s
+
+
 def read_task_json(path: Path) -> Any:
     """A task file's JSON; an unreadable file or bad JSON raises TaskError naming the file."""
     try:

@@ -45,6 +45,7 @@ from practicum.tools import Tool, ToolError, tool
 
 ANSWER_FORMAT = "Write the final answer inside <answer></answer> tags, for example <answer>42</answer>."
 INSIDE = "/haystack"
+EVAL_SIZE, EVAL_SEED = 20, 1234  # the held-out set when neither the options nor the section set one
 LIST_LINES, GREP_LINES, LINE_CHARS, READ_LINES = 300, 60, 300, 400
 
 
@@ -94,7 +95,9 @@ class LongctxSource:
 
     def eval_tasks(self) -> list[Task]:
         o = self.options
-        return [self.task(o.eval_seed, i, o.lengths[i % len(o.lengths)]) for i in range(o.eval_size)]
+        seed = EVAL_SEED if o.eval_seed is None else o.eval_seed
+        n = EVAL_SIZE if o.eval_size is None else o.eval_size
+        return [self.task(seed, i, o.lengths[i % len(o.lengths)]) for i in range(n)]
 
 
 # --- haystack folders -----------------------------------------------------------------------------

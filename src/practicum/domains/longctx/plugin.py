@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from practicum.domains.longctx.corpus import CorpusName
-from practicum.domains.longctx.env import ANSWER_FORMAT, Haystacks, LongctxDomain, LongctxSource
+from practicum.domains.longctx.env import ANSWER_FORMAT, EVAL_SEED, EVAL_SIZE, Haystacks, LongctxDomain, LongctxSource
 from practicum.domains.longctx.verifier import AnswerKey, check
-from practicum.domains.plugin import BuildContext, Options, Verdict, preamble, read_task_json
+from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, read_task_json
 from practicum.errors import TaskError
 from practicum.records import Message, Task
 
@@ -37,8 +37,8 @@ class LongctxOptions(Options):
     tool_timeout_s: float = Field(5.0, gt=0, le=60, description="agentic: wall-clock limit of one grep/list/read.")
     output_chars: int = Field(4000, ge=500, le=50_000, description="agentic: most characters of one tool result.")
     keep_haystacks: int = Field(8, ge=1, description="agentic: built haystack folders kept on disk.")
-    eval_size: int = Field(20, ge=0, description="Held-out tasks.")
-    eval_seed: int = Field(1234, description="Seed of the held-out tasks (the run's seed draws training tasks).")
+    eval_size: int | None = Field(None, ge=0, description="Held-out tasks; default: the section's eval_size if set, else 20.")
+    eval_seed: int | None = Field(None, description="Seed of the held-out tasks (the run's seed draws training tasks); default: the section's eval_seed if set, else 1234.")
 
     @model_validator(mode="after")
     def _sizes(self) -> LongctxOptions:
@@ -88,6 +88,8 @@ class LongctxPlugin:
 
     def build(self, section: Any, options: LongctxOptions, ctx: BuildContext) -> LongctxDomain:
         cache = ctx.data_dir(self.name)
+        n_eval, eval_seed = held_out(section, options.eval_size, EVAL_SIZE, options.eval_seed, EVAL_SEED)
+        options = options.model_copy(update={"eval_size": n_eval, "eval_seed": eval_seed})
         source = LongctxSource(section.name, options, ctx.seed, cache, preamble(section.system_prompt,
                                                                        [(e.question, e.reply) for e in section.examples]))
         return LongctxDomain(section.name, source, options, Haystacks(cache / "haystacks", options.keep_haystacks),

@@ -35,6 +35,7 @@ from practicum.domains.plugin import (
     Options,
     SourceOptions,
     Verdict,
+    held_out,
     preamble,
     resolve_path,
     section_prompt,
@@ -44,6 +45,8 @@ from practicum.domains.sql.tasks import SqlTask, Tier, builtin_tasks, load_task_
 from practicum.domains.sql.verifier import COMPONENTS, SqlVerifier
 from practicum.errors import TaskError
 from practicum.records import Task
+
+EVAL_SIZE = 30  # held-out tasks when neither options.eval_size nor the section's eval_size is set
 
 __all__ = ["SqlOptions", "SqlPlugin", "SqlTask", "SqlVerifier", "plugin"]
 
@@ -67,7 +70,7 @@ class SqlOptions(Options):
     show_rows: int = Field(20, ge=1, le=500, description="multi: rows of a query result shown to the model.")
     max_queries: int = Field(12, ge=0, description="multi: sql tool calls allowed per episode.")
     memory_limit: str = Field("1GB", description="DuckDB memory limit for queries (e.g. 512MB, 2GB).")
-    eval_size: int = Field(30, ge=0, description="Held-out tasks (at most source.eval_fraction of them).")
+    eval_size: int | None = Field(None, ge=0, description="Held-out tasks (at most source.eval_fraction of them); default: the section's eval_size if set, else 30.")
 
     @field_validator("datasets")
     @classmethod
@@ -125,8 +128,9 @@ class SqlPlugin:
             tasks = [t for t in tasks if _runs(verifier, t)]
         default = MULTI_TURN_SYSTEM_PROMPT if options.mode == "multi" else SINGLE_TURN_SYSTEM_PROMPT
         system, examples = section_prompt(section, default.format(dialect=DIALECTS[options.engine]))
+        n_eval, _ = held_out(section, options.eval_size, EVAL_SIZE)
         source = SqlSource(section.name, tasks, verifier, preamble(system, examples), options.mode,
-                           options.prompt_schema, ctx.seed, src.eval_fraction, options.eval_size)
+                           options.prompt_schema, ctx.seed, src.eval_fraction, n_eval)
         return SqlDomain(section.name, source, verifier, options.mode, options.timeout_s, options.show_rows,
                          options.max_queries)
 
