@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from practicum.config import DomainSection
 from practicum.domains.longctx import LongctxOptions, load_task, plugin
 from practicum.domains.longctx import corpus as corpora
 from practicum.domains.longctx.env import AgentEnv, Haystacks, LongctxSource, task_from
@@ -213,11 +214,8 @@ def test_a_million_token_agentic_task_builds(tmp_path: Path) -> None:
 
 
 def test_plugin_builds_a_domain_whose_reference_scores_one(tmp_path: Path) -> None:
-    class Section:
-        name, system_prompt, examples = "lc", None, []
-
     opts = LongctxOptions(lengths=[10_000], eval_size=3)
-    domain = plugin.build(Section(), opts, BuildContext(seed=1, home=tmp_path))
+    domain = plugin.build(DomainSection(name="lc", env="longctx"), opts, BuildContext(seed=1, home=tmp_path))
     tasks = domain.source.eval_tasks()
     assert len(tasks) == 3 and all(isinstance(t, Task) for t in tasks)
     for t in tasks:

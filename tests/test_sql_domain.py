@@ -18,10 +18,10 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from practicum.config import DomainSection
 from practicum.domains.plugin import BuildContext, DomainPlugin
 from practicum.domains.sql import SqlOptions, SqlTask, SqlVerifier, plugin
 from practicum.domains.sql.compare import compare, normalise_rows
@@ -359,8 +359,8 @@ def test_a_broken_gold_query_is_a_task_error_naming_the_task(verifier):
 
 # --- environments --------------------------------------------------------------------------------
 
-def _section(name: str = "sql") -> SimpleNamespace:
-    return SimpleNamespace(name=name, system_prompt=None, examples=[])
+def _section(name: str = "sql") -> DomainSection:
+    return DomainSection(name=name, env="sql")
 
 
 def _build(**options):
