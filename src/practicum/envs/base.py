@@ -21,6 +21,7 @@ Every shipped environment and domain implements the whole protocol (a no-op ``fi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -96,6 +97,36 @@ class Domain(Protocol):
         """Release what the domain keeps between episodes (warm sandbox sessions); called once,
         by whoever built the domain, when done with it."""
         ...
+
+
+class SingleTurnEnv:
+    """One single-turn episode: the task's prompt, then its one reply scored by ``score``, which
+    returns the :class:`Score`, or the score and the ``Observation.info`` to record with it
+    (``{"flags": [...]}``). An episode ended by a rollout limit before any reply scores 0."""
+
+    def __init__(self, domain: str, score: Callable[[Task, str], Score | tuple[Score, dict[str, Any]]]) -> None:
+        self.domain = domain
+        self.score = score
+        self.task: Task | None = None
+
+    async def reset(self, task: Task) -> Observation:
+        self.task = task
+        return Observation(messages=list(task.prompt))
+
+    def tools(self) -> list[Tool]:
+        return []
+
+    async def step(self, reply: str) -> Observation:
+        assert self.task is not None, "step() before reset()"
+        scored = self.score(self.task, reply)
+        score, info = scored if isinstance(scored, tuple) else (scored, {})
+        return Observation(messages=[], done=True, score=score, info=info)
+
+    async def finish(self, reason: str) -> Observation:
+        return Observation(messages=[], done=True)  # no answer given: scored 0
+
+    async def close(self) -> None:
+        self.task = None
 
 
 def read_jsonl(path: Path) -> list[tuple[int, Any]]:

@@ -22,10 +22,9 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from practicum.domains.plugin import BuildContext, Options, Verdict, preamble, read_task_json, section_prompt
-from practicum.envs.base import Observation
+from practicum.envs.base import SingleTurnEnv
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
-from practicum.tools import Tool
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
@@ -83,30 +82,16 @@ class SpellSource:
         return list(self._eval)
 
 
-class SpellEnv:
+class SpellEnv(SingleTurnEnv):
     """One single-turn episode: show the digits, check the one reply."""
 
     def __init__(self, domain: str) -> None:
-        self.domain = domain
-        self.task: Task | None = None
+        super().__init__(domain, _score)
 
-    async def reset(self, task: Task) -> Observation:
-        self.task = task
-        return Observation(messages=list(task.prompt))
 
-    def tools(self) -> list[Tool]:
-        return []
-
-    async def step(self, reply: str) -> Observation:
-        assert self.task is not None, "step() before reset()"
-        verdict = check(self.task.target, reply)
-        return Observation(messages=[], done=True, score=verdict.score, info={"flags": verdict.flags})
-
-    async def finish(self, reason: str) -> Observation:
-        return Observation(messages=[], done=True)
-
-    async def close(self) -> None:
-        return None
+def _score(task: Task, reply: str) -> tuple[Score, dict[str, Any]]:
+    verdict = check(task.target, reply)
+    return verdict.score, {"flags": verdict.flags}
 
 
 class SpellDomain:

@@ -44,11 +44,10 @@ from practicum.domains.plugin import (
     section_prompt,
     validation_summary,
 )
-from practicum.envs.base import Observation
+from practicum.envs.base import SingleTurnEnv
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.scoring import ANSWER_TAG
-from practicum.tools import Tool
 
 __all__ = ["GymOptions", "GymPlugin", "offline_generators", "plugin", "reference_answer"]
 
@@ -125,31 +124,13 @@ def score_reply(task: Task, reply: str, format_weight: float = 0.0, source: Reas
                  explanation=f"answer {answer[:200]!r} ({where}) scored {graded:.3f} by {task.metadata['dataset']}")
 
 
-class GymEnv:
+class GymEnv(SingleTurnEnv):
     """One single-turn episode of one generated task."""
 
     def __init__(self, domain: str, format_weight: float, source: ReasoningGymSource) -> None:
-        self.domain = domain
+        super().__init__(domain, lambda task, reply: score_reply(task, reply, format_weight, source))
         self.format_weight = format_weight
         self.source = source
-        self.task: Task | None = None
-
-    async def reset(self, task: Task) -> Observation:
-        self.task = task
-        return Observation(messages=list(task.prompt))
-
-    def tools(self) -> list[Tool]:
-        return []
-
-    async def step(self, reply: str) -> Observation:
-        assert self.task is not None, "step() before reset()"
-        return Observation(messages=[], done=True, score=score_reply(self.task, reply, self.format_weight, self.source))
-
-    async def finish(self, reason: str) -> Observation:
-        return Observation(messages=[], done=True)  # no answer: scored 0
-
-    async def close(self) -> None:
-        return None
 
 
 class GymDomain:

@@ -37,7 +37,7 @@ from practicum.domains.longctx import corpus as corpora
 from practicum.domains.longctx.generators import Made, Recipe, make, render
 from practicum.domains.longctx.verifier import AnswerKey, check
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import SingleTurnEnv
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError
 from practicum.records import Message, Score, Task
 from practicum.sandbox import Bind, Limits, SandboxSession, get_sandbox
@@ -153,30 +153,16 @@ class Haystacks:
 
 # --- environments ---------------------------------------------------------------------------------
 
-class InContextEnv:
+class InContextEnv(SingleTurnEnv):
     """Single turn: the documents are in the prompt; the first reply is the answer."""
 
     def __init__(self, domain: str) -> None:
-        self.domain = domain
-        self.task: Task | None = None
+        super().__init__(domain, _score_answer)
 
-    async def reset(self, task: Task) -> Observation:
-        self.task = task
-        return Observation(messages=list(task.prompt))
 
-    def tools(self) -> list[Tool]:
-        return []
-
-    async def step(self, reply: str) -> Observation:
-        assert self.task is not None
-        verdict = check(AnswerKey.model_validate(self.task.target), reply)
-        return Observation(messages=[], done=True, score=verdict.score, info={"flags": verdict.flags})
-
-    async def finish(self, reason: str) -> Observation:
-        return Observation(messages=[], done=True)
-
-    async def close(self) -> None:
-        self.task = None
+def _score_answer(task: Task, reply: str) -> tuple[Score, dict[str, Any]]:
+    verdict = check(AnswerKey.model_validate(task.target), reply)
+    return verdict.score, {"flags": verdict.flags}
 
 
 class AgentEnv(ToolEnvironment):

@@ -24,11 +24,10 @@ from typing import Any
 
 from practicum.domains.gym.source import ReasoningGymSource, grade
 from practicum.domains.plugin import preamble
-from practicum.envs.base import Observation, read_jsonl
+from practicum.envs.base import SingleTurnEnv, read_jsonl
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.scoring import RewardWeights, extract_answer
-from practicum.tools import Tool
 
 DEFAULT_SYSTEM_PROMPT = (
     "Solve the problem. Write the final answer inside <answer></answer> tags, "
@@ -102,31 +101,13 @@ def score_reply(task: Task, reply: str, weights: RewardWeights,
     return Score(value=weights.combine(comps), components=comps, explanation=why)
 
 
-class MathEnv:
+class MathEnv(SingleTurnEnv):
     """One single-turn episode: show the problem, score the one reply."""
 
     def __init__(self, domain: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights) -> None:
-        self.domain = domain
+        super().__init__(domain, lambda task, reply: score_reply(task, reply, weights, source.correct))
         self.source = source
         self.weights = weights
-        self.task: Task | None = None
-
-    async def reset(self, task: Task) -> Observation:
-        self.task = task
-        return Observation(messages=list(task.prompt))
-
-    def tools(self) -> list[Tool]:
-        return []
-
-    async def step(self, reply: str) -> Observation:
-        assert self.task is not None, "step() before reset()"
-        return Observation(messages=[], done=True, score=score_reply(self.task, reply, self.weights, self.source.correct))
-
-    async def finish(self, reason: str) -> Observation:
-        return Observation(messages=[], done=True)  # no answer given: scored 0
-
-    async def close(self) -> None:
-        return None
 
 
 class MathDomain:
