@@ -396,7 +396,7 @@ def _hard(rng: random.Random) -> tuple[Layout, list[Constraint]]:
     walls = ["shelf", *_pick(rng, "wall", rng.randint(2, 3), exclude=("shelf",))]
     extra = _pick(rng, "floor", 1, exclude=("table", "coffee_table"))
     table_size = (CATALOGUE["table"].size[0] + 1.2) * (CATALOGUE["table"].size[1] + 1.2)
-    area = (_footprint(walls + extra) + table_size) / rng.uniform(0.42, 0.52)
+    area = (_footprint(walls + extra) + table_size) / rng.uniform(0.55, 0.65)
     lay = Layout(rng, _room(rng, area, lo=3.0), {})
     table, seats = lay.dining("chair", chairs)
     shelf, *others = [lay.against_wall(k) for k in walls]

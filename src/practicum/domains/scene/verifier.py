@@ -225,13 +225,13 @@ def describe(c: Constraint) -> str:
     """A constraint in words (the request of a task that has none is these sentences)."""
     def sel(s: str) -> str:
         if s.startswith("any:"):
-            return f"a {s[4:]}"
+            return f"{_a(s[4:])} {s[4:]}"
         if s.startswith("all:"):
             return f"every {s[4:]}"
         return f"`{s}`"
 
     if isinstance(c, ObjectC):
-        return f"Place a {c.asset} with id `{c.id}`."
+        return f"Place {_a(c.asset)} {c.asset} with id `{c.id}`."
     if isinstance(c, CountC):
         if c.max == c.min:
             return f"Place exactly {c.min} {c.asset} object(s) (any ids)."
@@ -247,6 +247,10 @@ def describe(c: Constraint) -> str:
     words = {"left_of": "is left of", "right_of": "is right of", "in_front_of": "is in front of", "behind": "is behind",
              "on_top_of": "rests on top of", "facing": "faces"}
     return f"{sel(c.a)} {words[c.kind]} {sel(c.b)}."
+
+
+def _a(noun: str) -> str:
+    return "an" if noun[0] in "aeiou" else "a"
 
 
 # --- the verdict ------------------------------------------------------------------------------------
