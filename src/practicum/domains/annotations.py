@@ -21,7 +21,7 @@ A task::
       "distractors": [{"value": "4.2", "label": "overridden_clause"}],
       "rubric": [                                  # weighted criteria for free-text answers
         {"id": "names_clause", "weight": 2, "description": "Names Schedule B as governing",
-         "patterns": ["schedule\\\\s*b"], "match": "any", "forbid": ["\\\\b4\\\\.2\\\\b"]},
+         "patterns": ["schedule\\\\s*b"], "match": "any", "forbid": ["\\\\b4\\\\.2\\\\b"], "scope": "answer"},
         {"id": "explains", "weight": 1, "description": "Says the schedule overrides by express words",
          "check": "judge"}
       ],
@@ -54,9 +54,10 @@ A task::
 * ``rubric`` items are criteria with weights. ``check: "rule"`` (the default when ``patterns``
   is given) passes when ``any`` (or, with ``match: "all"``, every) pattern of ``patterns``
   (Python regular expressions, case-insensitive) occurs in the answer and none of ``forbid``
-  does. ``check: "judge"`` (the default without patterns) is for criteria that rules cannot
-  check: the judge model grades it, when one is configured, and is otherwise left out (flagged
-  ``unjudged``).
+  does; the patterns read the answer inside the tags, or with ``scope: "reply"`` the whole reply
+  (reasoning included). ``check: "judge"`` (the default without patterns) is for criteria that rules cannot
+  check: the judge model grades the whole reply against its ``description``, when a judge is
+  configured; otherwise the item is left out (flagged ``unjudged``).
 * The score's value is the weighted mean of the criteria checked: the gold answer
   (``gold_weight``), each rule item and each judged item. Its components: ``answer`` (the gold
   comparison, partial for ``set``/``fields``), ``rubric`` (the weighted fraction of rule items
@@ -73,7 +74,8 @@ Agreement
 ---------
 
 :func:`agreement` over a file's annotated tasks reports, for the annotators' labels, the percent
-agreement, **Fleiss' kappa** (when every task has the same number of labels, at least two),
+agreement (two labels agree when the task's answer type calls them equal; the answer types of
+the ``domain`` a task names are used, from its plugin's ``comparators``), **Fleiss' kappa** (when every task has the same number of labels, at least two),
 **Cohen's kappa** (when exactly two annotators labelled every task) and **Krippendorff's alpha**
 (nominal; missing annotators allowed); for the rubric items, Krippendorff's alpha (nominal, over
 every (task, item) unit with two or more judgments; per item id too) and how often the rule
@@ -158,6 +160,7 @@ class RubricItem(_Strict):
     patterns: list[str] = Field(default_factory=list)
     match: Literal["any", "all"] = "any"
     forbid: list[str] = Field(default_factory=list)
+    scope: Literal["answer", "reply"] = "answer"  # what the patterns read: the tagged answer, or the whole reply
 
     @field_validator("patterns", "forbid")
     @classmethod
@@ -278,8 +281,11 @@ class AnnotatedTask(_Strict):
         return (f"{self.context}\n\n" if self.context else "") + f"Question: {self.question}\n{instruction}"
 
 
-def load_annotated(path: Path | str, comparators: Mapping[str, Comparator] | None = None) -> list[AnnotatedTask]:
-    """Every task of an annotated file; a bad file raises TaskError naming the file and field."""
+def load_annotated(path: Path | str, comparators: Mapping[str, Comparator] | None = None,
+                   check_types: bool = True) -> list[AnnotatedTask]:
+    """Every task of an annotated file; a bad file raises TaskError naming the file and field.
+    ``comparators`` are the reader's own answer types; ``check_types=False`` accepts any type
+    name (agreement statistics need no comparison)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -313,7 +319,7 @@ def load_annotated(path: Path | str, comparators: Mapping[str, Comparator] | Non
             loc = ".".join(str(x) for x in err["loc"]) or "task"
             raise TaskError(f"{path}{where}: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
         types = {task.answer_type, *task.field_types.values()}
-        if types - known:
+        if check_types and types - known:
             field_name = "answer_type" if task.answer_type not in known else "field_types"
             raise TaskError(f"{path}{where}: {field_name}: unknown answer type {sorted(types - known)[0]!r}; "
                             f"known: {', '.join(sorted(known))}")
@@ -503,6 +509,7 @@ class _Parts:
 
 
 def _rules(key: AnswerKey, reply: str, comparators: Mapping[str, Comparator] | None) -> tuple[_Parts, str]:
+    reply = reply if isinstance(reply, str) else str(reply)
     given, tagged = extract(reply)
     parts = _Parts()
     if not tagged:
@@ -524,7 +531,7 @@ def _rules(key: AnswerKey, reply: str, comparators: Mapping[str, Comparator] | N
                     break
     for item in key.rubric:
         if item.check == "rule":
-            ok = _rule_passes(item, given)
+            ok = _rule_passes(item, given if item.scope == "answer" else reply)
             parts.rule.append((item, ok))
             if not ok:
                 parts.notes.append(f"rubric {item.id}: not met")
@@ -561,12 +568,12 @@ def score_rules(key: AnswerKey, reply: str, comparators: Mapping[str, Comparator
 async def grade(key: AnswerKey, reply: str, question: str, judge: Judge | None = None,
                 comparators: Mapping[str, Comparator] | None = None) -> Verdict:
     """The full score of one reply: gold, rule items, and judge items when ``judge`` is given."""
-    parts, given = _rules(key, reply, comparators)
+    parts, _ = _rules(key, reply, comparators)
     items = [i for i in key.rubric if i.check == "judge"]
     if items and judge is None:
         parts.flags.append("unjudged")
     for item in items if judge is not None else []:
-        r = await judge.verdict(question, item, given)
+        r = await judge.verdict(question, item, reply)  # the whole reply: explanations sit outside the tags
         if r.error is not None:
             parts.flags.append(f"judge_error:{r.error}")
             parts.notes.append(f"judge {item.id}: {r.error} ({r.detail[:120]}); left out")
@@ -768,13 +775,59 @@ class AgreementReport(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def agreement(tasks: Sequence[AnnotatedTask]) -> AgreementReport:
-    """Agreement among the annotators of ``tasks`` (module docstring)."""
+def _canonical(t: AnnotatedTask, table: Mapping[str, Comparator]) -> dict[str, str]:
+    """Each annotator's label as a category: labels that the task's answer type calls equal
+    (``Schedule 2, paragraph 2`` and ``Sched. 2 para 2`` for a ``clause``) share one."""
+    cmp = table.get(t.answer_type)
+    key = t.key() if cmp is not None else None
+    cats: list[str] = []
+    out = {}
+    for a in t.annotations:
+        if a.label is None:
+            continue
+        label = str(a.label)
+        same = None
+        if cmp is not None and key is not None:
+            same = next((c for c in cats if _safe_match(cmp, label, c, key)), None)
+        if same is None:
+            same = next((c for c in cats if norm_label(c) == norm_label(label)), None)
+        if same is None:
+            cats.append(label)
+            same = label
+        out[a.annotator] = norm_label(same)
+    return out
+
+
+def _safe_match(cmp: Comparator, a: str, b: str, key: AnswerKey) -> bool:
+    try:
+        return cmp(a, b, key).score >= 1
+    except (ValueError, TypeError, KeyError, AttributeError):  # a label the type cannot read: compare as text
+        return False
+
+
+def domain_comparators(tasks: Sequence[AnnotatedTask]) -> dict[str, Comparator]:
+    """The answer types of the domains ``tasks`` name (a plugin's ``comparators`` attribute)."""
+    from practicum.domains import get_plugin
+    from practicum.errors import PluginError
+
+    out: dict[str, Comparator] = {}
+    for name in sorted({t.domain for t in tasks if t.domain}):
+        try:
+            out.update(getattr(get_plugin(name), "comparators", {}) or {})
+        except PluginError:
+            continue
+    return out
+
+
+def agreement(tasks: Sequence[AnnotatedTask], comparators: Mapping[str, Comparator] | None = None) -> AgreementReport:
+    """Agreement among the annotators of ``tasks`` (module docstring). ``comparators``: the
+    domain's own answer types, so that equal answers written differently agree."""
+    table = _comparators(comparators)
     annotators = sorted({a.annotator for t in tasks for a in t.annotations})
     label_units: list[list[str]] = []
     by_task: list[dict[str, str]] = []
     for t in tasks:
-        labels = {a.annotator: norm_label(str(a.label)) for a in t.annotations if a.label is not None}
+        labels = _canonical(t, table)
         if len(labels) >= 2:
             label_units.append(list(labels.values()))
             by_task.append(labels)
@@ -829,11 +882,11 @@ def _main(argv: list[str]) -> int:
         print(usage, file=sys.stderr)
         return 2
     try:
-        tasks = load_annotated(args[1])
+        tasks = load_annotated(args[1], check_types=False)
     except TaskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    report = agreement(tasks)
+    report = agreement(tasks, domain_comparators(tasks))
     if "--json" in argv:
         print(report.model_dump_json(indent=2))
         return 0
