@@ -14,7 +14,7 @@ import practicum.domains.annotations as ann
 from practicum.domains.annotations import JudgeOptions
 from practicum.domains.legal import citations, constitution, contracts, licences
 from practicum.domains.legal.checks import COMPARATORS
-from practicum.domains.plugin import BuildContext, Options, SourceOptions, Verdict, held_out, preamble, resolve_path
+from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, resolve_path
 from practicum.envs.base import Observation, SingleTurnEnv
 from practicum.errors import ConfigError, TaskError
 from practicum.records import Message, Task
@@ -29,8 +29,10 @@ DEFAULT_SYSTEM_PROMPT = ("You are a careful legal analyst. Answer from the docum
                          "the question asks for.")
 
 
-class LegalSource(SourceOptions):
+class LegalSource(Options):
     kind: Literal["generated", "annotated"] = Field("generated", description="generated: seeded tasks over the shipped texts and generated contracts; annotated: a practicum-annotated/1 file (path).")
+    path: str | None = Field(None, description="annotated: the task file (.json or .jsonl; relative paths resolve against the config file).")
+    eval_fraction: float = Field(0.2, ge=0, lt=1, description="annotated: leading fraction of the file's tasks held out for evaluation.")
 
     @model_validator(mode="after")
     def _annotated_needs_path(self) -> LegalSource:
