@@ -232,6 +232,8 @@ def _annotate(img: Any, basis: np.ndarray, title: str | None) -> None:
     draw = ImageDraw.Draw(img)
     if title:
         draw.text((10, 7), title, fill=(20, 20, 20), font=_font(15))
+    if min(img.size) < 160:  # no room for the axis triad
+        return
     ox, oy, length = 40, img.height - 40, 28  # the axis triad, bottom left
     for axis, colour, name in ((0, (200, 40, 40), "X"), (1, (40, 150, 40), "Y"), (2, (40, 70, 200), "Z")):
         d = basis[:2, axis]  # this world axis on the screen (right, up)
