@@ -167,7 +167,7 @@ def test_numbers_dates_sets_and_fields() -> None:
     s = AnswerKey(answer_type="set", gold=["a", "b", "c"])
     assert score_rules(s, "<answer>a\nb\nd</answer>").score.value == pytest.approx(2 / 4)
     f = AnswerKey(answer_type="fields", gold={"parties": ["Acme Ltd", "Beta LLC"], "term_months": 24,
-                                              "governing_law": "England and Wales"})
+                                              "governing_law": "England and Wales"}, unit="months")
     full = "<answer>\nparties: Beta LLC; Acme Ltd\nterm months: 24 months\ngoverning law: England and Wales\n</answer>"
     assert score_rules(f, full).score.value == 1.0
     half = score_rules(f, "<answer>\nparties: Acme Ltd; Beta LLC\nterm_months: 12\n</answer>")
@@ -239,7 +239,7 @@ def server():  # type: ignore[no-untyped-def]
 
 
 JUDGED = AnswerKey(gold="Schedule 2, paragraph 2", rubric=[
-    {"id": "names_rule", "weight": 1, "patterns": [r"\b1\.4\b"]},
+    {"id": "names_rule", "weight": 1, "patterns": [r"\b1\.4\b"], "scope": "reply"},
     {"id": "explains", "weight": 2, "description": "Explains why the schedule prevails"},
 ])
 REPLY = "Under clause 1.4 the Schedules prevail, so <answer>Schedule 2, paragraph 2</answer>"

@@ -259,7 +259,8 @@ EXAMPLE = {
     "gold": "Schedule 2, paragraph 2",
     "distractors": [{"value": "3.2", "label": "overridden_clause"}],
     "reference": "Clause 3.5 displaces the general order of clause 1.4. <answer>Schedule 2, paragraph 2</answer>",
-    "rubric": [{"id": "cites_override", "weight": 1, "description": "Relies on clause 3.5", "patterns": [r"\b3\.5\b"]}],
+    "rubric": [{"id": "cites_override", "weight": 1, "description": "Relies on clause 3.5", "patterns": [r"\b3\.5\b"],
+                "scope": "reply"}],
     "annotations": [
         {"annotator": "ann-1", "label": "Schedule 2, paragraph 2", "rationale": "3.5 overrides 1.4 for this conflict"},
         {"annotator": "ann-2", "label": "Schedule 2 para 2", "rationale": "specific override"},

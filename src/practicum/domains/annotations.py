@@ -389,6 +389,7 @@ _MONTHS = {m: i for i, m in enumerate(["january", "february", "march", "april", 
 def _date(s: str) -> date | None:
     t = norm_label(s).replace(",", " ")
     t = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", t)
+    t = re.sub(r"^(mon|tues|wednes|thurs|fri|satur|sun)day\s+", "", t.strip())
     t = " ".join(t.split())
     try:
         return datetime.strptime(t, "%Y-%m-%d").date()

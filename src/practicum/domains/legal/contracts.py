@@ -468,7 +468,7 @@ def _q_amount(c: Contract, rng: random.Random) -> Question:
          f"(rounded to the cent)?")
     ds = []
     uncapped = round(overdue * f["rate"] / 100 * days / 365, 2)
-    if uncapped != gold:
+    if abs(uncapped - gold) > 0.01:
         ds.append({"value": uncapped, "label": "cap_ignored"})
     if disputed:
         with_disputed = min(round(amount * f["rate"] / 100 * days / 365, 2), round(amount * f["cap_pct"] / 100, 2))
@@ -481,8 +481,8 @@ def _q_amount(c: Contract, rng: random.Random) -> Question:
 def _q_extract(c: Contract, rng: random.Random) -> Question:
     gold = {"parties": list(c.parties), "term_months": c.term_months,
             "governing_law": c.law.removeprefix("the "), "effective_date": c.effective.isoformat()}
-    law_aliases = [c.law, f"the laws of {c.law}", f"laws of {c.law}", c.law.removeprefix("the "),
-                   c.law.removeprefix("the State of ").removeprefix("the Province of ")]
+    bases = {c.law, c.law.removeprefix("the "), c.law.removeprefix("the State of ").removeprefix("the Province of ")}
+    law_aliases = sorted({f"{pre}{b}" for b in bases for pre in ("", "the laws of ", "laws of ", "the law of ")})
     q = "Extract the parties, the initial term in months, the governing law and the effective date of this Agreement."
     instr = ("Write one field per line inside the tags, exactly as: <answer>\nparties: NAME; NAME\nterm_months: 12\n"
              "governing_law: JURISDICTION\neffective_date: YYYY-MM-DD\n</answer>")
