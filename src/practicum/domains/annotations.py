@@ -109,6 +109,18 @@ API
 * :func:`grade` ``(key, reply, question, judge=None, comparators=None) -> Verdict`` (async):
   the full score, the judge included when given.
 * :func:`cohen_kappa`, :func:`fleiss_kappa`, :func:`krippendorff_alpha`, :func:`agreement`.
+* :class:`Judge` ``(options, cache_dir)``: build it in a plugin's ``build`` when
+  ``options.judge.enabled`` (``cache_dir=ctx.data_dir("judge")``) and hand it to :func:`grade`;
+  in ``verify``, :func:`judge_from_env`.
+
+A domain that adds answer types passes them as ``comparators`` and exposes them as its
+plugin's ``comparators`` attribute (the agreement command uses them). The ``legal`` plugin is a
+worked example: ``legal/plugin.py`` (a task source over an annotated file, ``load_task`` of
+one annotated task, an environment that awaits :func:`grade`).
+
+Import it as ``import practicum.domains.annotations as ann`` or ``from
+practicum.domains.annotations import ...``: ``from practicum.domains import annotations`` gets the
+package's own ``from __future__ import annotations`` feature object instead of this module.
 """
 
 from __future__ import annotations
