@@ -454,3 +454,17 @@ def test_practicum_verify_geometry_prints_the_verdict(tmp_path: Path) -> None:
     bad = _write(tmp_path / "bad.json", {"prompt": "x", "constraints": {"bbox": {"size": [1, 2]}}})
     out = CliRunner().invoke(app, ["verify", "geometry", "--task", str(bad), "--answer", str(good)])
     assert out.exit_code == 2 and "bad.json" in out.output and "constraints.bbox.size" in out.output
+
+
+@needs_sandbox
+def test_sections_choose_the_held_out_set_and_task_files_can_be_the_source(tmp_path: Path) -> None:
+    ctx = BuildContext(seed=0, base_dir=tmp_path, home=tmp_path)
+    a = plugin.build(DomainSection(name="g", env="geometry", eval_size=3, eval_seed=1), GeometryOptions(), ctx)
+    b = plugin.build(DomainSection(name="g", env="geometry", eval_size=3, eval_seed=2), GeometryOptions(), ctx)
+    assert len(a.source.eval_tasks()) == 3 and [t.id for t in a.source.eval_tasks()] != [t.id for t in b.source.eval_tasks()]
+    lines = [json.dumps({"prompt": f"A {n} mm cube.", "constraints": {"bbox": {"size": [n, n, n]}}}) for n in range(10, 15)]
+    (tmp_path / "cubes.jsonl").write_text("\n".join(lines) + "\n")
+    options = GeometryOptions.model_validate({"source": {"kind": "tasks", "path": "cubes.jsonl", "eval_fraction": 0.4}})
+    files = plugin.build(DomainSection(name="g", env="geometry"), options, ctx)
+    assert [t.id for t in files.source.eval_tasks()] == ["geometry/cubes/1", "geometry/cubes/2"]
+    assert {files.source.train_task(i).id for i in range(6)} == {f"geometry/cubes/{n}" for n in (3, 4, 5)}

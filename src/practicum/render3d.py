@@ -2,8 +2,9 @@
 
 ``render_png(meshes, path, colors=None, size=(640, 480), title=None)`` draws ``trimesh.Trimesh``
 objects from one fixed three-quarter view (matplotlib's default: azimuth -60 and elevation 30
-degrees, so the camera is in front (-Y), to the right (+X) and above; +Z is up) and writes a PNG. The geometry domain renders each answer's
-part with it, and the scene domain its scene graphs.
+degrees, so the camera is in front (-Y), to the right (+X) and above; +Z is up) and writes a
+PNG. The geometry domain renders each answer's part with it, and the scene domain its scene
+graphs.
 
 Backends (``backend=``):
 
@@ -11,8 +12,9 @@ Backends (``backend=``):
   projection fitted to the meshes' bounding box, a depth buffer per pixel, flat Lambert shading
   from two lights (two-sided, so open surfaces show too), feature edges (creases over 25
   degrees and open boundaries) drawn dark with a depth test, 2x supersampling for smooth edges,
-  an axis triad and the title drawn with Pillow. Hidden surfaces are hidden exactly, so a
-  through-hole reads as a hole. Cost: about 0.1-0.5 s for parts of a few thousand faces.
+  an axis triad (on pictures of at least 160 pixels) and the title (shrunk, then cut, to fit
+  the width) drawn with Pillow. Hidden surfaces are hidden exactly, so a through-hole reads as
+  a hole. Cost: about 0.1-0.5 s for parts of a few thousand faces.
 * ``"matplotlib"``: mplot3d's ``Poly3DCollection``, the fallback of the issue. It sorts faces by
   depth instead of testing per pixel (the painter's algorithm), so faces can show through one
   another on concave parts; kept for comparison.
@@ -231,7 +233,12 @@ def _annotate(img: Any, basis: np.ndarray, title: str | None) -> None:
 
     draw = ImageDraw.Draw(img)
     if title:
-        draw.text((10, 7), title, fill=(20, 20, 20), font=_font(15))
+        size = 15
+        while size > 9 and draw.textlength(title, font=_font(size)) > img.width - 20:
+            size -= 1
+        while len(title) > 4 and draw.textlength(title, font=_font(size)) > img.width - 20:
+            title = title[:-2] + "…"
+        draw.text((10, 7), title, fill=(20, 20, 20), font=_font(size))
     if min(img.size) < 160:  # no room for the axis triad
         return
     ox, oy, length = 40, img.height - 40, 28  # the axis triad, bottom left

@@ -28,12 +28,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from practicum.domains.plugin import (
     BuildContext,
     Options,
-    SourceOptions,
     Verdict,
     held_out,
     preamble,
@@ -46,14 +45,24 @@ from practicum.records import Task
 __all__ = ["GeometryOptions", "GeometryPlugin", "plugin"]
 
 
-class GeometrySourceOptions(SourceOptions):
-    kind: Literal["generated", "tasks", "jsonl"] = Field(..., description="generated: the seeded task generators; tasks/jsonl: task files or a folder of them (path).")
+class GeometrySourceOptions(Options):
+    """A geometry section's ``source:``."""
+
+    kind: Literal["generated", "tasks", "jsonl"] = Field(default="generated", description="generated: the seeded task generators; tasks/jsonl: task files or a folder of them (path).")
+    path: str | None = Field(default=None, description="tasks/jsonl: a .json or .jsonl task file, or a folder of them (relative paths resolve against the config file).")
+    eval_fraction: float = Field(default=0.2, ge=0, lt=1, description="tasks/jsonl: leading fraction of the tasks held out for evaluation.")
+
+    @model_validator(mode="after")
+    def _needs_path(self) -> GeometrySourceOptions:
+        if self.kind != "generated" and not self.path:
+            raise ValueError(f"{self.kind} sources need 'path'")
+        return self
 
 
 class GeometryOptions(Options):
     """Settings of a ``geometry`` domain: ``source:`` and ``options:`` of its section."""
 
-    source: GeometrySourceOptions = Field(default_factory=lambda: GeometrySourceOptions.model_validate({"kind": "generated"}),
+    source: GeometrySourceOptions = Field(default_factory=GeometrySourceOptions,
                                           description="Where tasks come from (default: generated).")
     tiers: list[Literal["easy", "medium", "hard"]] = Field(["easy", "medium", "hard"], min_length=1,
                                                            description="generated: difficulty tiers to draw from.")

@@ -103,7 +103,7 @@ class Renders:
         digest = hashlib.sha256(f"{task.id}\n{reply}".encode()).hexdigest()[:16]
         name = task.id.replace("/", "_")[-80:]
         path = self.folder / f"{name}-{digest}.png"
-        title = f"{task.id}  score {verdict.score.value:.2f}"
+        title = f"score {verdict.score.value:.2f}  {task.id}"
         await asyncio.to_thread(render_png, [verdict.mesh], path, None, self.size, title)
         return str(path)
 
