@@ -195,6 +195,8 @@ def test_non_finite_too_big_too_many_or_too_few_faces_are_refused(tmp_path: Path
     assert "at least 4" in judge_file(CUBE_HOLE, binary_stl(tris[:3])).score.explanation
     with pytest.raises(measure.MeshError, match="at most 10 are read"):
         measure.parse_stl(binary_stl(tris), max_faces=10)
+    many = np.tile(tris, (measure.MAX_FACES // len(tris) + 1, 1, 1))
+    assert "faces; at most 50000 are read" in judge_file(CUBE_HOLE, binary_stl(many)).score.explanation
     huge = b"solid " + b" " * (MAX_FILE_BYTES + 1)
     v = judge_file(CUBE_HOLE, huge)
     assert v.score.value == 0 and "larger than 20 MiB" in v.score.explanation

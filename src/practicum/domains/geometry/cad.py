@@ -18,6 +18,7 @@ Moving: translate(s, x, y, z), rotate(s, x=0, y=0, z=0) (degrees about X, then Y
 Output: export(shape) writes part.stl, the file that is checked; call it once, at the end.
   measure(shape) returns a dict (volume, bbox_min, bbox_max, size, genus) to check your work.
 Round shapes use SEGMENTS (64) facets around a full circle; pass segments=N to change it.
+A part may have at most 50,000 triangles (64 segments give a few thousand).
 """
 
 from __future__ import annotations
