@@ -24,7 +24,10 @@ What scores 0, with the reason in the explanation:
 A valid solid scores the fraction of the task's constraints it meets (partial credit, each
 constraint weighing the same). Components: ``legal`` (1 or 0), ``constraints`` (the fraction
 met), ``all_met`` (1 when every one is), and ``check:<name>`` (1 or 0) for each constraint and
-``legal:<check>`` for each legality check.
+``legal:<check>`` for each legality check. How it went is ``GeometryVerdict.outcome``
+(``measured``, ``invalid_solid``, ``bad_file``, ``no_export``, ``crashed``, ``timeout``,
+``memory``, ``no_program``); hack patterns in the source are flags (:func:`program_flags`),
+which never change the score.
 """
 
 from __future__ import annotations
