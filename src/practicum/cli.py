@@ -126,7 +126,7 @@ def eval_(
         from practicum.hardware import resolve_dtype
         from practicum.models import resolve_model
 
-        domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+        domains = [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=cfg.run.dir) for d in cfg.domains]
         weights = None
         if checkpoint is not None:
             path, weights = load_checkpoint_weights(checkpoint)

@@ -103,7 +103,8 @@ class Run:
             raise CheckpointError(f"nothing to resume: {store_path} does not exist")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = Checkpoints(self.run_dir, cfg.run.keep_checkpoints)
-        self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+        self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=self.run_dir)
+                                                          for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
         self._owned: list[Any] = []  # parts built here, closed by aclose(); those passed in belong to the caller

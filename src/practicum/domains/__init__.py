@@ -145,9 +145,11 @@ def validate_options(plugin: DomainPlugin, section: DomainSection) -> Any:
         raise _OptionsInvalid(problems) from None
 
 
-def default_context(seed: int = 0, base_dir: str | Path = ".", sandbox: str = "auto") -> BuildContext:
+def default_context(seed: int = 0, base_dir: str | Path = ".", sandbox: str = "auto",
+                    run_dir: str | Path | None = None) -> BuildContext:
     """The context training hands to plugins: the shared sandbox pool factory included."""
-    return BuildContext(seed=seed, base_dir=Path(base_dir), sandbox=sandbox, sessions=_pool_factory(sandbox))
+    return BuildContext(seed=seed, base_dir=Path(base_dir), sandbox=sandbox, sessions=_pool_factory(sandbox),
+                        run_dir=Path(run_dir) if run_dir is not None else None)
 
 
 def _pool_factory(default_backend: str) -> Any:
@@ -161,12 +163,13 @@ def _pool_factory(default_backend: str) -> Any:
 
 
 def build_domain(section: DomainSection, seed: int, base_dir: str | Path = ".",
-                 ctx: BuildContext | None = None) -> Domain:
-    """The domain a config section describes, built by its plugin."""
+                 ctx: BuildContext | None = None, run_dir: str | Path | None = None) -> Domain:
+    """The domain a config section describes, built by its plugin (``run_dir``: the run's folder,
+    for files a domain keeps per run, such as renders)."""
     plugin = get_plugin(section.env)
     try:
         options = validate_options(plugin, section)
     except _OptionsInvalid as e:
         raise ConfigError(f"domain {section.name!r} (env {section.env!r}): " + "; ".join(
             f"{loc}: {msg}" for loc, msg in e.problems)) from None
-    return plugin.build(section, options, ctx or default_context(seed, base_dir))
+    return plugin.build(section, options, ctx or default_context(seed, base_dir, run_dir=run_dir))

@@ -70,6 +70,7 @@ class BuildContext:
     # warm sessions of ``backend`` (default: ``sandbox``), one per running event loop
     # (:class:`practicum.sandbox.LoopPool`); the domain closes it in its ``close()``.
     sessions: Callable[..., Any] | None = None
+    run_dir: Path | None = None  # the run's folder when training or evaluating: per-run files (renders) go there
 
     def data_dir(self, plugin: str) -> Path:
         """The cache folder of one plugin (created on first use by the plugin)."""

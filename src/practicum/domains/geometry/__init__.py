@@ -71,7 +71,7 @@ class GeometryOptions(Options):
     memory_mb: int = Field(1024, ge=256, description="Memory limit of one program.")
     concurrency: int = Field(2, ge=1, description="Sandbox sessions kept ready for programs.")
     render: bool = Field(True, description="Render each answer's part to a PNG kept with the episode (info.render).")
-    render_dir: str | None = Field(None, description="Folder of the renders (relative to the config file); default: PRACTICUM_HOME/data/geometry/renders/<domain name>.")
+    render_dir: str | None = Field(None, description="Folder of the renders (relative to the config file); default: the run folder's renders/<domain name> (PRACTICUM_HOME/data/geometry/renders/<domain name> outside a run).")
     eval_size: int | None = Field(None, ge=0, description="Held-out tasks; default: the section's eval_size if set, else 20.")
     eval_seed: int | None = Field(None, description="Seed of the held-out tasks; default: the section's eval_seed if set, else 4321.")
 
@@ -124,6 +124,7 @@ class GeometryPlugin:
         folder = None
         if options.render:
             folder = (resolve_path(options.render_dir, ctx.base_dir) if options.render_dir
+                      else ctx.run_dir / "renders" / section.name if ctx.run_dir is not None
                       else ctx.data_dir(self.name) / "renders" / section.name)
         return GeometryDomain(section.name, source, GeometryVerifier(sessions, limits), Renders(folder), sessions)
 
