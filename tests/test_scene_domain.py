@@ -197,6 +197,8 @@ def test_prose_around_the_json_is_ignored_but_the_json_is_read_strictly():
     assert verdict(f"<answer>{json.dumps(ANSWER)}</answer>").score.value == 1.0
     assert verdict(json.dumps(ANSWER)).score.value == 1.0  # a bare JSON reply
     assert verdict("```\n" + json.dumps(ANSWER) + "\n```").score.value == 1.0  # a fence without a language
+    assert verdict("```json " + json.dumps(ANSWER) + "```").score.value == 1.0  # a fence on one line
+    assert verdict("```python\nprint(1)\n```\n" + reply(ANSWER)).score.value == 1.0  # other languages' blocks skipped
     # the last block counts: a draft, then the answer
     draft = reply(edited(sofa_1={"asset": "nope"}))
     assert verdict(draft + "\nCorrected:\n" + reply(ANSWER)).score.value == 1.0
@@ -234,7 +236,8 @@ def test_an_object_outside_the_room_loses_its_share():
     assert v.score.components["physical"] == pytest.approx(4 / 5)
     assert "sofa_1: outside the room" in v.score.explanation
     below = verdict(edited(sofa_1={"position": [2.6, 2.54, -0.2]}))
-    assert "sofa_1: outside the room" in below.score.explanation and "sofa_1: floats" in below.score.explanation
+    assert "sofa_1: floats (bottom at z=-0.200" in below.score.explanation
+    assert "), outside the room (x 1.60..3.60, y 2.09..2.99, z -0.20..0.65)" in below.score.explanation
 
 
 def test_a_swapped_left_of_costs_one_constraint():
@@ -412,7 +415,10 @@ def test_an_episode_is_scored_by_the_environment_as_by_verify():
     assert asyncio.run(run("no idea")).score.value == 0.0
 
 
-def test_envs_list_and_show_report_the_scene_domain():
+def test_envs_list_and_show_report_the_scene_domain(monkeypatch):
+    import practicum.domains
+
+    monkeypatch.setattr(practicum.domains, "plugin_names", lambda: ["scene"])  # list only this domain: seconds, not minutes
     out = runner.invoke(app, ["envs", "list", "--json", "--draws", "20"])
     assert out.exit_code == 0, out.output
     row = next(r for r in json.loads(out.output) if r["name"] == "scene")

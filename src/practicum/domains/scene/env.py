@@ -21,6 +21,9 @@ from practicum.domains.scene.verifier import check, describe
 from practicum.envs.base import Observation, SingleTurnEnv
 from practicum.records import Message, Score, Task
 
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "EVAL_SEED", "EVAL_SIZE", "TIERS", "SceneDomain", "SceneEnv", "SceneSource",
+           "prompt_text", "to_task"]
+
 DEFAULT_SYSTEM_PROMPT = "You lay out 3D scenes. Answer with the scene graph as JSON in a ```json block."
 EVAL_SIZE, EVAL_SEED = 40, 4242  # the held-out set when neither the options nor the section set one
 
@@ -140,6 +143,3 @@ class SceneDomain:
     async def close(self) -> None:
         return None
 
-
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "EVAL_SEED", "EVAL_SIZE", "TIERS", "SceneDomain", "SceneEnv", "SceneSource",
-           "prompt_text", "to_task"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +49,7 @@ from practicum.domains.scene.schema import (
     Wall,
     WallC,
 )
+from practicum.domains.scene.verifier import check, describe
 
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 Role = Literal["wall", "floor", "seat", "small", "flat"]
@@ -119,14 +121,14 @@ class Layout:
         self.count[kind] = self.count.get(kind, 0) + 1
         return f"{kind}_{self.count[kind]}"
 
-    def _fits(self, box: g.Box, ignore: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    def _fits(self, box: g.Box, ignore: Collection[str] = ()) -> bool:
         x0, y0, x1, y1 = box.aabb
         if x0 < 0 or y0 < 0 or x1 > self.room.width or y1 > self.room.depth or box.z1 > self.room.height:
             return False
         grown = g.Box(box.id, box.asset, box.x, box.y, box.z0, box.z1, box.hw + FLOOR_GAP, box.hd + FLOOR_GAP, box.yaw)
         return not any(g.interpenetration(grown, o, 0.01) > 0 for i, o in self.boxes.items() if i not in ignore)
 
-    def try_add(self, obj: SceneObject, ignore: set[str] = frozenset()) -> g.Box | None:  # type: ignore[assignment]
+    def try_add(self, obj: SceneObject, ignore: Collection[str] = ()) -> g.Box | None:
         """Add ``obj`` when its box fits (in the room, clear of the rest); else None."""
         box = g.world_boxes(self.assets, Scene(objects=[*self._chain(obj.parent), obj]))[obj.id]
         if not self._fits(box, ignore):
@@ -136,7 +138,7 @@ class Layout:
         return box
 
     def _chain(self, parent: str | None) -> list[SceneObject]:
-        out = []
+        out: list[SceneObject] = []
         by_id = {o.id: o for o in self.objects}
         while parent is not None:
             out.insert(0, by_id[parent])
@@ -149,7 +151,7 @@ class Layout:
         a = self.asset(kind)
         w, d, _ = a.size
         for _ in range(tries):
-            side: Wall = wall or self.rng.choice(["back", "left", "right", "front"])
+            side: Wall = wall if wall is not None else self.rng.choice(["back", "left", "right", "front"])
             along = self.room.width if side in ("back", "front") else self.room.depth
             if w + 0.1 > along:
                 continue
@@ -425,8 +427,6 @@ BUILDERS = {"easy": _easy, "medium": _medium, "hard": _hard}
 
 def generate(tier: Tier, seed: int | str) -> SceneTask:
     """One task of ``tier``, a pure function of ``(tier, seed)``, with a reference that scores 1."""
-    from practicum.domains.scene.verifier import check, describe
-
     rng = random.Random(f"scene/{tier}/{seed}")
     for _ in range(200):
         try:

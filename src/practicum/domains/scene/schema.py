@@ -34,6 +34,7 @@ Tier = Literal["easy", "medium", "hard"]
 Wall = Literal["front", "back", "left", "right"]
 Shape = Literal["box", "table", "chair", "sofa", "bed", "shelf", "lamp", "plant", "cylinder"]
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+MAX_OBJECTS = 200  # a scene's most objects: the pairwise checks stay well under a second
 
 # Material name -> RGB colour in a render (0-255). A task may allow a subset (SceneTask.materials).
 MATERIALS: dict[str, tuple[int, int, int]] = {
@@ -55,11 +56,11 @@ class SceneObject(_Strict):
 
     id: str = Field(..., min_length=1, description="Unique within the scene.")
     asset: str = Field(..., description="The name of an asset of the task's library.")
-    parent: str | None = Field(None, description="The id of the object whose frame position and rotation are in; none: the room.")
+    parent: str | None = Field(default=None, description="The id of the object whose frame position and rotation are in; none: the room.")
     position: tuple[float, float, float] = Field(..., description="[x, y, z] of the bottom-face centre, metres, in the parent's frame.")
-    rotation: float = Field(0.0, description="Yaw in degrees, counter-clockwise seen from above, relative to the parent.")
-    scale: float | tuple[float, float, float] = Field(1.0, description="Size factor, one or [sx, sy, sz].")
-    material: str | None = Field(None, description="A material name of the task (none: the asset's own colour).")
+    rotation: float = Field(default=0.0, description="Yaw in degrees, counter-clockwise seen from above, relative to the parent.")
+    scale: float | tuple[float, float, float] = Field(default=1.0, description="Size factor, one or [sx, sy, sz].")
+    material: str | None = Field(default=None, description="A material name of the task (none: the asset's own colour).")
 
     def scale3(self) -> tuple[float, float, float]:
         s = self.scale
@@ -69,7 +70,7 @@ class SceneObject(_Strict):
 class Scene(_Strict):
     """The answer: ``{"objects": [...]}``."""
 
-    objects: list[SceneObject] = Field(..., min_length=1)
+    objects: list[SceneObject] = Field(..., min_length=1, max_length=MAX_OBJECTS)
 
 
 # --- the task ---------------------------------------------------------------------------------------
@@ -85,8 +86,8 @@ class Asset(_Strict):
 
     name: str
     size: tuple[float, float, float]
-    shape: Shape = Field("box", description="How a render draws it inside its box; checks use the box.")
-    color: str | None = Field(None, description="Default material for renders.")
+    shape: Shape = Field(default="box", description="How a render draws it inside its box; checks use the box.")
+    color: str | None = Field(default=None, description="Default material for renders.")
 
     @field_validator("name")
     @classmethod
@@ -106,12 +107,12 @@ class Asset(_Strict):
 class Tolerances(_Strict):
     """How exact the checks are (docs/scene.md, "Checks and credit")."""
 
-    contact: float = Field(0.01, ge=0, le=0.2, description="Metres: a bottom this close to a top or the floor rests on it; walls and room bounds likewise.")
-    overlap: float = Field(0.01, ge=0, le=0.5, description="Interpenetration above this fraction of the smaller object's volume fails.")
-    margin: float = Field(0.05, ge=0, le=1, description="Metres of slack for left/right/front/behind and against_wall.")
-    facing_deg: float = Field(30.0, gt=0, le=90, description="Largest angle between an object's front and the direction to what it faces.")
-    scale_min: float = Field(0.5, gt=0, description="Smallest scale factor allowed per axis.")
-    scale_max: float = Field(2.0, gt=0, description="Largest scale factor allowed per axis.")
+    contact: float = Field(default=0.01, ge=0, le=0.2, description="Metres: a bottom this close to a top or the floor rests on it; walls and room bounds likewise.")
+    overlap: float = Field(default=0.01, ge=0, le=0.5, description="Interpenetration above this fraction of the smaller object's volume fails.")
+    margin: float = Field(default=0.05, ge=0, le=1, description="Metres of slack for left/right/front/behind and against_wall.")
+    facing_deg: float = Field(default=30.0, gt=0, le=90, description="Largest angle between an object's front and the direction to what it faces.")
+    scale_min: float = Field(default=0.5, gt=0, description="Smallest scale factor allowed per axis.")
+    scale_max: float = Field(default=2.0, gt=0, description="Largest scale factor allowed per axis.")
 
 
 # Selectors in constraints: an object id (declared by an `object` constraint), "any:ASSET" (some
@@ -126,8 +127,8 @@ class ObjectC(_Strict):
 class CountC(_Strict):
     kind: Literal["count"]
     asset: str
-    min: int = Field(0, ge=0)
-    max: int | None = Field(None, ge=0)
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _range(self) -> CountC:
@@ -153,7 +154,7 @@ class DistanceC(_Strict):
     kind: Literal["distance"]
     a: str
     b: str
-    min: float = Field(0.0, ge=0)
+    min: float = Field(default=0.0, ge=0)
     max: float = Field(..., gt=0)
 
 
@@ -180,10 +181,10 @@ class SceneTask(_Strict):
     room: Room
     assets: list[Asset] = Field(..., min_length=1)
     materials: list[str] = Field(default_factory=lambda: list(MATERIALS), description="Material names allowed.")
-    request: str | None = Field(None, description="The request in words; default: written from the constraints.")
+    request: str | None = Field(default=None, description="The request in words; default: written from the constraints.")
     constraints: list[Constraint] = Field(default_factory=list)
-    tolerances: Tolerances = Field(default_factory=Tolerances)
-    reference: Scene | None = Field(None, description="A scene that satisfies every check (scored 1).")
+    tolerances: Tolerances = Field(default_factory=lambda: Tolerances())
+    reference: Scene | None = Field(default=None, description="A scene that satisfies every check (scored 1).")
 
     @field_validator("materials")
     @classmethod

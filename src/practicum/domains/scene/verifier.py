@@ -54,13 +54,13 @@ from practicum.domains.scene.schema import (
 from practicum.records import Score
 
 COMPONENTS = ("valid", "physical", "constraints")
-FENCE = re.compile(r"```[ \t]*(json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
+INLINE_FENCE = re.compile(r"^```(\w*)\s*(.*?)```$")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
 
 def extract_json(reply: str) -> str | None:
     """The JSON text of a reply (module docstring), or None when there is none to read."""
-    blocks = [m.group(2) for m in FENCE.finditer(reply)]
+    blocks = [text for lang, text in _fenced(reply) if lang in ("", "json")]
     if blocks:
         return blocks[-1].strip()
     tags = ANSWER.findall(reply)
@@ -68,6 +68,28 @@ def extract_json(reply: str) -> str | None:
         return tags[-1].strip()
     text = reply.strip()
     return text if text.startswith(("{", "[")) else None
+
+
+def _fenced(reply: str) -> list[tuple[str, str]]:
+    """The reply's fenced blocks as ``(language, text)``, fences paired line by line (a block on
+    one line, ```` ```json {...}``` ````, counts too)."""
+    blocks: list[tuple[str, str]] = []
+    lang: str | None = None
+    body: list[str] = []
+    for line in reply.splitlines():
+        s = line.strip()
+        if lang is None:
+            inline = INLINE_FENCE.match(s) if len(s) > 6 else None
+            if inline:
+                blocks.append((inline.group(1).lower(), inline.group(2)))
+            elif s.startswith("```"):
+                lang, body = s[3:].strip().lower(), []
+        elif s.startswith("```"):
+            blocks.append((lang, "\n".join(body)))
+            lang = None
+        else:
+            body.append(line)
+    return blocks
 
 
 def parse_scene(reply: str) -> tuple[Scene | None, str]:
