@@ -43,7 +43,7 @@ def _domain(**section: Any):  # type: ignore[no-untyped-def]
 
 @cache
 def _tasks_of(kind: str, n: int = 6) -> list[Task]:
-    d = _domain(options={"kinds": [kind]}, eval_size=0)
+    d = _domain(options={"kinds": [kind], "eval_size": 0})
     return [d.source.train_task(i) for i in range(n)]
 
 
@@ -137,7 +137,7 @@ def test_the_overridden_clause_is_rejected_and_named() -> None:
 
 
 def test_a_definition_from_the_wrong_section_is_rejected() -> None:
-    d = _domain(options={"kinds": ["definition"], "tiers": [2]}, eval_size=0)
+    d = _domain(options={"kinds": ["definition"], "tiers": [2], "eval_size": 0})
     for t in (d.source.train_task(i) for i in range(4)):
         assert _verify(t, "<answer>clause 1.1</answer>").flags == ["distractor:wrong_section_definition"]
         assert _verify(t, f"<answer>Clause {_key(t).gold}</answer>").score.value == 1.0
@@ -161,7 +161,7 @@ def test_business_days_and_the_clause_specific_definition_count_by_hand() -> Non
 
 
 def test_the_permission_without_its_condition_gets_partial_credit() -> None:
-    d = _domain(options={"kinds": ["license_permission"], "tiers": [2, 3]}, eval_size=0)
+    d = _domain(options={"kinds": ["license_permission"], "tiers": [2, 3], "eval_size": 0})
     t = d.source.train_task(0)
     half = _verify(t, "<answer>\npermitted: yes\nconditions: none\n</answer>")
     assert half.score.value == pytest.approx(0.5) and "conditions" in half.score.explanation

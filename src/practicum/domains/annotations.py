@@ -166,7 +166,7 @@ class RubricItem(_Strict):
     """One weighted criterion (module docstring)."""
 
     id: str = Field(..., min_length=1)
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0)
     description: str = ""
     check: Literal["rule", "judge"] | None = None  # default: rule with patterns, judge without
     patterns: list[str] = Field(default_factory=list)
@@ -204,8 +204,8 @@ class AnswerKey(_Strict):
     answer_type: str = "label"
     gold: Any = None
     aliases: list[str] = Field(default_factory=list)
-    gold_weight: float = Field(1.0, ge=0)
-    tolerance: float = Field(0.0, ge=0)
+    gold_weight: float = Field(default=1.0, ge=0)
+    tolerance: float = Field(default=0.0, ge=0)
     unit: str | None = None
     field_types: dict[str, str] = Field(default_factory=dict)
     distractors: list[Distractor] = Field(default_factory=list)
@@ -249,8 +249,8 @@ class AnnotatedTask(_Strict):
     answer_type: str = "label"
     gold: Any = None
     aliases: list[str] = Field(default_factory=list)
-    gold_weight: float = Field(1.0, ge=0)
-    tolerance: float = Field(0.0, ge=0)
+    gold_weight: float = Field(default=1.0, ge=0)
+    tolerance: float = Field(default=0.0, ge=0)
     unit: str | None = None
     field_types: dict[str, str] = Field(default_factory=dict)
     distractors: list[Distractor] = Field(default_factory=list)
@@ -586,6 +586,7 @@ async def grade(key: AnswerKey, reply: str, question: str, judge: Judge | None =
     if items and judge is None:
         parts.flags.append("unjudged")
     for item in items if judge is not None else []:
+        assert judge is not None
         r = await judge.verdict(question, item, reply)  # the whole reply: explanations sit outside the tags
         if r.error is not None:
             parts.flags.append(f"judge_error:{r.error}")
@@ -601,13 +602,13 @@ async def grade(key: AnswerKey, reply: str, question: str, judge: Judge | None =
 class JudgeOptions(_Strict):
     """A model-as-judge for rubric items rules cannot check (``judge:`` of a domain's options)."""
 
-    enabled: bool = Field(False, description="Grade `check: judge` rubric items with the model below (off: they are left out).")
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="An OpenAI-compatible API root; /chat/completions is appended.")
-    model: str = Field("judge", description="The judge model's name at that endpoint.")
-    api_key_env: str | None = Field(None, description="Name of the environment variable holding the API key (none: no key).")
-    timeout_s: float = Field(30.0, gt=0, le=600, description="Wall-clock limit of one judge request.")
-    max_tokens: int = Field(256, ge=16, description="Most tokens of one judge reply.")
-    cache_dir: str | None = Field(None, description="Where verdicts are cached (default: PRACTICUM_HOME/data/judge).")
+    enabled: bool = Field(default=False, description="Grade `check: judge` rubric items with the model below (off: they are left out).")
+    base_url: str = Field(default="http://127.0.0.1:8000/v1", description="An OpenAI-compatible API root; /chat/completions is appended.")
+    model: str = Field(default="judge", description="The judge model's name at that endpoint.")
+    api_key_env: str | None = Field(default=None, description="Name of the environment variable holding the API key (none: no key).")
+    timeout_s: float = Field(default=30.0, gt=0, le=600, description="Wall-clock limit of one judge request.")
+    max_tokens: int = Field(default=256, ge=16, description="Most tokens of one judge reply.")
+    cache_dir: str | None = Field(default=None, description="Where verdicts are cached (default: PRACTICUM_HOME/data/judge).")
 
 
 @dataclass

@@ -202,13 +202,13 @@ def ask(p: Passage, kind: str, rng: random.Random) -> CitationQuestion:
         c = rng.choice(p.cites)
         ds = [{"value": f"{c.volume} {c.reporter} {c.pin}", "label": "pin_cite_as_page"}]
         ds += [{"value": o.cite, "label": "other_case"} for o in p.cites if o is not c]
-        key = AnswerKey(answer_type="citation", gold=c.cite, distractors=ds)
+        key = AnswerKey.model_validate(dict(answer_type="citation", gold=c.cite, distractors=ds))
         return CitationQuestion(kind, 1, context, f"Which case does the extract cite for the proposition that "
                                 f"{c.proposition}? Give its citation: volume, reporter and first page.",
                                 "For example <answer>123 F.3d 456</answer>.", key, f"<answer>{c.cite}</answer>",
                                 {"case": c.name})
     if kind == "citation_list":
-        key = AnswerKey(answer_type="citation_set", gold=[c.cite for c in p.cites])
+        key = AnswerKey.model_validate(dict(answer_type="citation_set", gold=[c.cite for c in p.cites]))
         return CitationQuestion(kind, 2, context, "List every case that the extract cites in full (volume, reporter, "
                                 "first page), in the order they appear. Leave out statutes, Id. citations and short "
                                 "citations of a case already cited.",
@@ -216,8 +216,8 @@ def ask(p: Passage, kind: str, rng: random.Random) -> CitationQuestion:
                                 "<answer>\n" + "\n".join(c.cite for c in p.cites) + "\n</answer>",
                                 {"count": len(p.cites)})
     c = rng.choice(p.cites)
-    key = AnswerKey(answer_type="court", gold=c.court,
-                    distractors=[{"value": o.court, "label": "other_case_court"} for o in p.cites if o.court != c.court])
+    key = AnswerKey.model_validate(dict(answer_type="court", gold=c.court,
+                    distractors=[{"value": o.court, "label": "other_case_court"} for o in p.cites if o.court != c.court]))
     return CitationQuestion(kind, 2, context, f"Which court decided {c.name}, as cited in the extract?",
                             "Name the court, for example <answer>Court of Appeals for the Ninth Circuit</answer>.", key,
                             f"<answer>{court_name(c.court)}</answer>", {"case": c.name, "cite": citation_text(

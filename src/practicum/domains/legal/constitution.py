@@ -101,8 +101,8 @@ def topic_question(number: str, rng: random.Random, max_chars: int) -> Constitut
     rng.shuffle(chosen)
     context = "Articles of the Constitution of India (titles omitted):\n\n" + "\n\n".join(_quote(arts[n]) for n in chosen)
     question = f"Which of the articles quoted above is the one titled \"{target.title}\"?"
-    key = AnswerKey(answer_type="clause", gold=f"Article {number}",
-                    distractors=[{"value": f"Article {n}", "label": "other_article"} for n in chosen if n != number])
+    key = AnswerKey.model_validate(dict(answer_type="clause", gold=f"Article {number}",
+                    distractors=[{"value": f"Article {n}", "label": "other_article"} for n in chosen if n != number]))
     return ConstitutionQuestion("constitution_topic", 1, context, question,
                                 "Answer with the article number only, for example <answer>Article 14</answer>.", key,
                                 f"<answer>Article {number}</answer>", {"article": number, "quoted": chosen})
@@ -113,7 +113,7 @@ def xref_question(number: str) -> ConstitutionQuestion:
     refs = references(a)
     context = f"Article {a.number} of the Constitution of India ({a.title}):\n{a.text}"
     question = f"Which other articles of the Constitution does Article {a.number} refer to? List every one."
-    key = AnswerKey(answer_type="clause_set", gold=[f"Article {n}" for n in refs])
+    key = AnswerKey.model_validate(dict(answer_type="clause_set", gold=[f"Article {n}" for n in refs]))
     return ConstitutionQuestion("constitution_xref", 1 if len(refs) == 1 else 2, context, question,
                                 "Put one article number per line inside the tags, for example "
                                 "<answer>\nArticle 14\nArticle 19\n</answer>.", key,

@@ -392,7 +392,7 @@ def _q_precedence(c: Contract, rng: random.Random) -> Question:
     gold, other = (k["schedule"], k["clause"]) if k["schedule_governs"] else (k["clause"], k["schedule"])
     q = (f"Clause {k['clause']} and {k['schedule']} state different periods for the same payment. "
          f"Which of the two provisions governs?")
-    key = AnswerKey(answer_type="clause", gold=gold, distractors=[{"value": other, "label": "overridden_clause"}])
+    key = AnswerKey.model_validate(dict(answer_type="clause", gold=gold, distractors=[{"value": other, "label": "overridden_clause"}]))
     return Question("precedence", 3 if k["override"] else 2, q, CLAUSE_FORMAT, key, f"<answer>{gold}</answer>")
 
 
@@ -404,8 +404,8 @@ def _q_definition(c: Contract, rng: random.Random) -> Question:
          f"\"Business Day\" that applies when that period is counted?" if cure["unit"] == "Business Days" else
          f"Clause {cure['clause']} sets a period in days. Which clause defines \"Business Day\", the term that decides "
          f"when such a period may be extended?")
-    key = AnswerKey(answer_type="clause", gold=gold,
-                    distractors=[{"value": other, "label": "wrong_section_definition"}] if other else [])
+    key = AnswerKey.model_validate(dict(answer_type="clause", gold=gold,
+                    distractors=[{"value": other, "label": "wrong_section_definition"}] if other else []))
     return Question("definition", 2 if cure["local_def"] else 1, q, CLAUSE_FORMAT, key, f"<answer>{gold}</answer>")
 
 
@@ -437,7 +437,7 @@ def _q_deadline(c: Contract, rng: random.Random) -> Question:
          f"{long_date(notice)}. Under clause {cure['clause']}, what is the last day on which it can remedy the breach "
          f"so that the Agreement cannot be terminated for it?")
     tier = 3 if cure["local_def"] or (cure["unit"] == "days" and c.facts["roll_forward"]) else 2
-    key = AnswerKey(answer_type="date", gold=gold.isoformat(), distractors=distractors)
+    key = AnswerKey.model_validate(dict(answer_type="date", gold=gold.isoformat(), distractors=distractors))
     return Question("deadline", tier, q, "Give the date as YYYY-MM-DD, for example <answer>2025-03-14</answer>.", key,
                     f"<answer>{gold.isoformat()}</answer>")
 
@@ -451,7 +451,7 @@ def _q_amount(c: Contract, rng: random.Random) -> Question:
         q = (f"The {c.roles[1]} commits {n} separate breaches of clause {f['perm_clause']}. What is the total of "
              f"liquidated damages payable under the Agreement?")
         ds = [{"value": n * f["nda_per"], "label": "cap_ignored"}] if n * f["nda_per"] != gold else []
-        key = AnswerKey(answer_type="number", gold=gold, tolerance=0.01, unit="dollars", distractors=ds)
+        key = AnswerKey.model_validate(dict(answer_type="number", gold=gold, tolerance=0.01, unit="dollars", distractors=ds))
         return Question("amount", 2 if ds else 1, q, fmt, key, f"<answer>{gold}</answer>")
     amount = f["base"] * rng.choice([1, 1, 2, 3])
     disputed = rng.choice([0, 0, round(amount * rng.choice([0.1, 0.25, 0.4]))])
@@ -474,7 +474,7 @@ def _q_amount(c: Contract, rng: random.Random) -> Question:
         with_disputed = min(round(amount * f["rate"] / 100 * days / 365, 2), round(amount * f["cap_pct"] / 100, 2))
         ds.append({"value": with_disputed, "label": "disputed_amount_included"})
     tier = 1 + bool(disputed) + (raw > cap)
-    key = AnswerKey(answer_type="number", gold=gold, tolerance=0.01, unit="dollars", distractors=ds)
+    key = AnswerKey.model_validate(dict(answer_type="number", gold=gold, tolerance=0.01, unit="dollars", distractors=ds))
     return Question("amount", tier, q, fmt, key, f"<answer>{gold:.2f}</answer>")
 
 
@@ -486,9 +486,9 @@ def _q_extract(c: Contract, rng: random.Random) -> Question:
     q = "Extract the parties, the initial term in months, the governing law and the effective date of this Agreement."
     instr = ("Write one field per line inside the tags, exactly as: <answer>\nparties: NAME; NAME\nterm_months: 12\n"
              "governing_law: JURISDICTION\neffective_date: YYYY-MM-DD\n</answer>")
-    key = AnswerKey(answer_type="fields", gold=gold, field_types={"governing_law": "label", "term_months": "number",
+    key = AnswerKey.model_validate(dict(answer_type="fields", gold=gold, field_types={"governing_law": "label", "term_months": "number",
                                                                  "effective_date": "date", "parties": "set"},
-                    aliases=law_aliases, unit="months")
+                    aliases=law_aliases, unit="months"))
     ref = (f"<answer>\nparties: {c.parties[0]}; {c.parties[1]}\nterm_months: {c.term_months}\n"
            f"governing_law: {gold['governing_law']}\neffective_date: {c.effective.isoformat()}\n</answer>")
     return Question("extract", 1, q, instr, key, ref)
@@ -512,6 +512,6 @@ def _q_condition(c: Contract, rng: random.Random) -> Question:
         ref = f"<answer>No. Clause {p.clause} prohibits it in all circumstances.</answer>"
     instr = ("Begin the answer with Yes or No, then name the clause and state any condition, for example "
              "<answer>Yes, under clause 4.2, provided that ...</answer>.")
-    key = AnswerKey(answer_type="label", gold=None, rubric=rubric)
+    key = AnswerKey.model_validate(dict(answer_type="label", gold=None, rubric=rubric))
     return Question("condition", 2 if p.allowed else 1, p.ask + " If so, on what condition? Name the clause.", instr,
                     key, ref)

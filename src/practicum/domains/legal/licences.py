@@ -162,7 +162,7 @@ def permission_question(key: str, scenario: str) -> LicenceQuestion:
                    "<answer>\npermitted: yes\nconditions: License and copyright notice; State changes\n</answer>")
     labels = [rules[t][0] for t in conds]
     gold = {"permitted": permitted, "conditions": conds}
-    k = AnswerKey(answer_type="fields", gold=gold, field_types={"permitted": "label", "conditions": "license_conditions"})
+    k = AnswerKey.model_validate(dict(answer_type="fields", gold=gold, field_types={"permitted": "label", "conditions": "license_conditions"}))
     ref = f"<answer>\npermitted: {permitted}\nconditions: {'; '.join(labels) or 'none'}\n</answer>"
     tier = 1 if len(conds) <= 1 else 2 if len(conds) <= 3 else 3
     return LicenceQuestion("license_permission", tier, context, question, instruction, k, ref,
@@ -246,8 +246,8 @@ def identify_question(lid: str, rng: random.Random) -> LicenceQuestion:
     menu = "\n".join(f"- {c}: {lics[c].name}" for c in choices)
     question = f"Which SPDX licence is the text above? Its name has been blanked out. The candidates are:\n{menu}"
     instruction = "Answer with the SPDX identifier only, for example <answer>MIT</answer>."
-    k = AnswerKey(answer_type="label", gold=lid, aliases=list(_same_text_ids()[lid]),
-                  distractors=[{"value": c, "label": "similar_licence"} for c in choices if c != lid])
+    k = AnswerKey.model_validate(dict(answer_type="label", gold=lid, aliases=list(_same_text_ids()[lid]),
+                  distractors=[{"value": c, "label": "similar_licence"} for c in choices if c != lid]))
     versioned = re.search(r"\d", lid) is not None
     return LicenceQuestion("license_identify", 3 if versioned else 2, context, question, instruction, k, f"<answer>{lid}</answer>",
                            {"licence": lid, "choices": choices})

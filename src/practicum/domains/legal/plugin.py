@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import random
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -21,8 +21,9 @@ from practicum.records import Message, Task
 
 Kind = Literal["license_permission", "license_identify", "constitution_topic", "constitution_xref", "citation_find",
                "citation_list", "citation_court", "precedence", "definition", "deadline", "amount", "extract", "condition"]
-ALL_KINDS: tuple[str, ...] = (*licences.LICENCE_KINDS, *constitution.CONSTITUTION_KINDS, *citations.CITATION_KINDS,
-                              *contracts.CONTRACT_KINDS)
+ALL_KINDS: tuple[Kind, ...] = get_args(Kind)
+assert ALL_KINDS == (*licences.LICENCE_KINDS, *constitution.CONSTITUTION_KINDS, *citations.CITATION_KINDS,
+                     *contracts.CONTRACT_KINDS), "Kind lists every generator's kinds"
 EVAL_SIZE, EVAL_SEED = 40, 4242
 DEFAULT_SYSTEM_PROMPT = ("You are a careful legal analyst. Answer from the documents given, reading every clause that "
                          "bears on the question. Give the final answer inside <answer></answer> tags, in the format "
@@ -46,11 +47,11 @@ class LegalOptions(Options):
 
     source: LegalSource = Field(default_factory=lambda: LegalSource.model_validate({"kind": "generated"}),
                                 description="Where tasks come from (default: generated).")
-    kinds: list[Kind] = Field(list(ALL_KINDS), min_length=1, description="Question kinds to draw from (generated).")
+    kinds: list[Kind] = Field(default_factory=lambda: list(ALL_KINDS), min_length=1, description="Question kinds to draw from (generated).")
     tiers: list[Literal[1, 2, 3]] = Field([1, 2, 3], min_length=1, description="Difficulty tiers to keep (generated).")
     max_document_tokens: int = Field(2200, ge=300, description="Longest licence or article quoted in a prompt, in tokens (characters / 4).")
     full_texts: bool = Field(False, description="Quote licence texts of any length (GPL-3.0 is about 9,000 tokens): for models with long windows.")
-    judge: JudgeOptions = Field(default_factory=lambda: JudgeOptions(), description="Model-as-judge for `check: judge` rubric items (off by default).")
+    judge: JudgeOptions = Field(default_factory=lambda: JudgeOptions.model_validate({}), description="Model-as-judge for `check: judge` rubric items (off by default).")
     eval_size: int | None = Field(None, ge=0, description=f"Held-out tasks; default: the section's eval_size if set, else {EVAL_SIZE}.")
     eval_seed: int | None = Field(None, description=f"Seed of the held-out tasks; default: the section's eval_seed if set, else {EVAL_SEED}.")
 
@@ -224,7 +225,7 @@ class LegalPlugin:
         system = preamble(system_prompt, [(e.question, e.reply) for e in section.examples])
         judge = ann.Judge(options.judge, ctx.data_dir("judge")) if options.judge.enabled else None
         if options.source.kind == "annotated":
-            source: Any = AnnotatedSource(section.name, resolve_path(options.source.path, ctx.base_dir),
+            source: Any = AnnotatedSource(section.name, resolve_path(options.source.path or "", ctx.base_dir),
                                           options.source.eval_fraction, ctx.seed, system)
         else:
             n_eval, eval_seed = held_out(section, options.eval_size, EVAL_SIZE, options.eval_seed, EVAL_SEED)
