@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,12 @@ from practicum.domains.finance.env import (
     DEFAULT_SYSTEM_PROMPT,
     EVAL_SEED,
     EVAL_SIZE,
+    MULTI_SYSTEM_PROMPT,
+    RUN_LIMITS,
     FinanceDomain,
     FinanceEnv,
     FinanceSource,
+    FinanceToolEnv,
 )
 from practicum.domains.finance.options import FinanceOptions
 from practicum.domains.finance.tasks import load_annotated, load_task_file, load_tasks, score
@@ -48,10 +52,10 @@ class FinancePlugin:
              "working capital, covenants, NPV/IRR, planted inconsistencies")
     options_model = FinanceOptions
     components = COMPONENTS
-    tools = ()
+    tools = ("python", "submit")  # multi mode; single mode (the default) answers in one reply
 
     def build(self, section: Any, options: FinanceOptions, ctx: BuildContext) -> FinanceDomain:
-        system, examples = section_prompt(section, DEFAULT_SYSTEM_PROMPT)
+        system, examples = section_prompt(section, MULTI_SYSTEM_PROMPT if options.mode == "multi" else DEFAULT_SYSTEM_PROMPT)
         msgs = preamble(system, examples)
         src = options.source
         judge = None
@@ -70,7 +74,16 @@ class FinancePlugin:
                      else load_tasks(path, section.name, msgs))
             n_eval, _ = held_out(section, options.eval_size, int(len(tasks) * src.eval_fraction))
             source = FileSource(section.name, tasks, ctx.seed, src.eval_fraction, n_eval)
-        return FinanceDomain(section.name, source, lambda: FinanceEnv(section.name, lambda t, r: score(t, r, judge)))
+        def scorer(task: Task, reply: str) -> Awaitable[Verdict]:
+            return score(task, reply, judge)
+
+        if options.mode == "single":
+            return FinanceDomain(section.name, source, lambda: FinanceEnv(section.name, scorer))
+        if ctx.sessions is None:
+            raise ConfigError(f"domain {section.name!r}: mode multi needs a sandbox (the build context has no session pool)")
+        pool = ctx.sessions(RUN_LIMITS, size=2)
+        return FinanceDomain(section.name, source, lambda: FinanceToolEnv(
+            section.name, scorer, pool, options.max_runs, options.run_timeout_s, options.output_chars), pool)
 
     def load_task(self, path: Path) -> Task:
         return load_task_file(path)

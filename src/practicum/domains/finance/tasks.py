@@ -77,10 +77,12 @@ class TaskFile(Options):
                                      tolerance=self.tolerance, unit=self.unit, aliases=self.aliases)])
 
 
-def _where(e: ValidationError) -> str:
+def _where(e: ValidationError, prefix: str = "") -> str:
+    """The first error as ``field: message`` (a model-level message names its field itself)."""
     err = e.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"]) or "task"
-    return f"{loc}: {err['msg'].removeprefix('Value error, ')}"
+    loc = prefix + ".".join(str(x) for x in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{loc.rstrip('.')}: {msg}" if loc else msg
 
 
 def task_from_json(raw: Any, where: str, domain: str = "finance", system: list[Message] | None = None) -> Task:
@@ -89,15 +91,18 @@ def task_from_json(raw: Any, where: str, domain: str = "finance", system: list[M
         raise TaskError(f"{where}: a finance task must be a JSON object")
     try:
         t = TaskFile.model_validate(raw)
-        key = t.key() if t.draw is None else None
     except ValidationError as e:
-        raise TaskError(f"{where}: field {_where(e)}") from None
+        raise TaskError(f"{where}: {_where(e)}") from None
+    try:
+        key = t.key() if t.draw is None else None
+    except ValidationError as e:  # a part built from answer/kind/...: name the answer
+        raise TaskError(f"{where}: {_where(e, 'answer' if t.parts is None else '')}") from None
     system = [Message(role="system", content=DEFAULT_SYSTEM_PROMPT)] if system is None else system
     if t.draw is not None:
         try:
             opts = FinanceOptions.model_validate(t.draw.options)
         except ValidationError as e:
-            raise TaskError(f"{where}: field draw.options.{_where(e)}") from None
+            raise TaskError(f"{where}: {_where(e, 'draw.options.')}") from None
         opts = opts.model_copy(update={"eval_size": 0, "eval_seed": EVAL_SEED})
         task = FinanceSource(domain, opts, t.draw.seed, system).draw(t.draw.seed, t.draw.index)
         return task.model_copy(update={"id": t.id or task.id}) if t.id else task
@@ -176,8 +181,8 @@ def load_annotated(path: Path, domain: str = "finance", system: list[Message] | 
                 else:
                     float(key.gold)
             except (ValidationError, TypeError, ValueError) as e:
-                detail = _where(e) if isinstance(e, ValidationError) else f"not a number: {key.gold!r}"
-                raise TaskError(f"{path}: task {t.id!r}: field gold.{detail}") from None
+                detail = _where(e, "gold.") if isinstance(e, ValidationError) else f"gold: not a number: {key.gold!r}"
+                raise TaskError(f"{path}: task {t.id!r}: {detail}") from None
         instruction = (answer_format(AnswerKey.model_validate(key.gold)) if key.answer_type == "finance"
                        else ANSWER_INSTRUCTION)
         sys_msgs = [Message(role="system", content=DEFAULT_SYSTEM_PROMPT)] if system is None else system
