@@ -40,13 +40,13 @@ from typing import Literal
 import numpy_financial as npf
 
 from practicum.domains.finance.statements import LINE, Financials, plant_error
-from practicum.domains.finance.verifier import AnswerKey, Part
+from practicum.domains.finance.verifier import AnswerKey, Part, ScaleName
 
 Kind = Literal["margin", "ratio", "growth", "working_capital", "tvm", "covenant", "inconsistency"]
 Tier = Literal["easy", "medium", "hard"]
 KINDS: tuple[Kind, ...] = ("margin", "ratio", "growth", "working_capital", "tvm", "covenant", "inconsistency")
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
-NEXT_SCALE = {"thousands": ("millions", 1e3), "millions": ("billions", 1e3)}
+NEXT_SCALE: dict[str, tuple[ScaleName, float]] = {"thousands": ("millions", 1e3), "millions": ("billions", 1e3)}
 
 
 class NotApplicable(Exception):

@@ -167,7 +167,7 @@ def generate(rng: random.Random, company: Company, years: int = 3, last_year: in
         return int(round(x))
 
     rev = base
-    ppe, debt = r(rev * u(0.25, 0.9)), r(rev * u(0.05, 0.5))
+    ppe, debt = r(rev * u(0.25, 0.9)), float(r(rev * u(0.05, 0.5)))
     o: dict[str, float] = {
         "cash": r(rev * u(0.06, 0.25)), "ar": r(rev * dso / 365), "inventory": r(rev * (1 - gm) * dio / 365),
         "prepaid": r(rev * u(0.01, 0.03)), "ppe": ppe, "goodwill": r(rev * u(0.05, 0.5)) if rng.random() < 0.8 else 0,

@@ -73,8 +73,9 @@ class TaskFile(Options):
     def key(self) -> AnswerKey:
         if self.parts is not None:
             return AnswerKey(parts=self.parts)
-        return AnswerKey(parts=[Part(kind=self.kind, value=self.answer, scale=self.scale, decimals=self.decimals,  # type: ignore[arg-type]
-                                     tolerance=self.tolerance, unit=self.unit, aliases=self.aliases)])
+        return AnswerKey(parts=[Part(kind=self.kind, value=self.answer, scale=self.scale,  # type: ignore[arg-type]
+                                     decimals=self.decimals, tolerance=self.tolerance, unit=self.unit,
+                                     aliases=self.aliases)])
 
 
 def _where(e: ValidationError, prefix: str = "") -> str:

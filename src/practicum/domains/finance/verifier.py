@@ -83,15 +83,15 @@ class Part(BaseModel):
     """One part of an answer: what is right and how it is read (module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
-    label: str = Field("a", pattern=r"^[a-h]$", description="The part's letter, a-h.")
+    label: str = Field(default="a", pattern=r"^[a-h]$", description="The part's letter, a-h.")
     kind: Kind
     value: float | bool | str = Field(..., description="The exact (unrounded) value, in the unit asked.")
-    scale: ScaleName = Field("units", description="amount: the unit the task asks for.")
-    decimals: int | None = Field(None, ge=0, le=8, description="numeric: decimal places the task asks to round to.")
-    tolerance: float | None = Field(None, ge=0, description="numeric: accepted distance from value (default: half a unit in the last kept place).")
-    unit: str | None = Field(None, description="number: the unit word the task asks for (days, years).")
+    scale: ScaleName = Field(default="units", description="amount: the unit the task asks for.")
+    decimals: int | None = Field(default=None, ge=0, le=8, description="numeric: decimal places the task asks to round to.")
+    tolerance: float | None = Field(default=None, ge=0, description="numeric: accepted distance from value (default: half a unit in the last kept place).")
+    unit: str | None = Field(default=None, description="number: the unit word the task asks for (days, years).")
     aliases: list[str] = Field(default_factory=list, description="text: other accepted spellings.")
-    weight: float = Field(1.0, gt=0, description="The part's weight in the rubric.")
+    weight: float = Field(default=1.0, gt=0, description="The part's weight in the rubric.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Part:
