@@ -499,7 +499,7 @@ def inconsistency_hard(rng: random.Random, fin: Financials) -> Question:
     parts = [Part(label="a", kind="text", value=line.label, aliases=_aliases(line.label), weight=0.4),
              Part(label="b", kind="year", value=year, weight=0.3),
              Part(label="c", kind="amount", value=err.correct, scale=fin.scale, decimals=0, weight=0.3)]
-    return Question("inconsistency", "hard", f"altered:{key}", text, AnswerKey(parts=parts), bad)
+    return Question("inconsistency", "hard", f"altered_{key}", text, AnswerKey(parts=parts), bad)
 
 
 def _aliases(label: str) -> list[str]:
