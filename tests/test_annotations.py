@@ -333,3 +333,25 @@ def test_agreement_command(tmp_path: Path) -> None:
     err = subprocess.run([sys.executable, "-m", "practicum.domains.annotations", "agreement", str(bad)],
                          capture_output=True, text=True, timeout=60)
     assert err.returncode == 2 and "bad.json" in err.stderr and "question" in err.stderr
+
+
+def test_the_cli_reports_agreement_and_names_a_bad_file(tmp_path):
+    from typer.testing import CliRunner
+
+    from practicum.cli import app
+
+    task = {"id": "t1", "domain": "legal", "question": "Which provision governs?", "answer_type": "label",
+            "gold": "B", "annotations": [{"annotator": "a", "label": "B"}, {"annotator": "b", "label": "B"},
+                                         {"annotator": "c", "label": "A"}]}
+    good = tmp_path / "task.json"
+    good.write_text(json.dumps([task, {**task, "id": "t2", "annotations": [
+        {"annotator": "a", "label": "A"}, {"annotator": "b", "label": "A"}, {"annotator": "c", "label": "A"}]}]))
+    r = CliRunner().invoke(app, ["annotations", "agreement", str(good), "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert report["tasks"] == 2 and report["annotators"] == ["a", "b", "c"]
+    assert abs(report["label_percent"] - (1 / 3 + 1) / 2) < 1e-9  # pairs agreeing: 1 of 3, then 3 of 3
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**task, "annotations": [{"annotator": "a"}], "gold": None}))
+    r = CliRunner().invoke(app, ["annotations", "agreement", str(bad)])
+    assert r.exit_code == 2 and "bad.json" in r.output

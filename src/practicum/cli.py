@@ -27,6 +27,21 @@ tasks_app = typer.Typer(no_args_is_help=True, help="Check task folders.")
 app.add_typer(tasks_app, name="tasks")
 runs_app = typer.Typer(no_args_is_help=True, help="Inspect training runs.")
 app.add_typer(runs_app, name="runs")
+annotations_app = typer.Typer(no_args_is_help=True, help="Expert-annotated task files (docs/legal.md).")
+app.add_typer(annotations_app, name="annotations")
+
+
+@annotations_app.command("agreement")
+def annotations_agreement(
+    file: Annotated[Path, typer.Argument(help="An expert-annotated task file (.json or .jsonl).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Agreement between annotators who labelled the same tasks: Cohen's and Fleiss' kappa,
+    Krippendorff's alpha for labels and rubric items, and how often the rule checker agrees with
+    the experts' majority. Exits 2 for a bad file (the message names file and field)."""
+    from practicum.domains.annotations import main
+
+    raise typer.Exit(main(["agreement", str(file), *(["--json"] if as_json else [])]))
 
 
 def _register_subapps() -> None:

@@ -889,8 +889,8 @@ def agreement(tasks: Sequence[AnnotatedTask], comparators: Mapping[str, Comparat
     return r
 
 
-def _main(argv: list[str]) -> int:
-    usage = "usage: python -m practicum.domains.annotations agreement FILE [--json]"
+def main(argv: list[str]) -> int:
+    usage = "usage: practicum annotations agreement FILE [--json]"
     args = [a for a in argv if a != "--json"]
     if len(args) != 2 or args[0] != "agreement":
         print(usage, file=sys.stderr)
@@ -922,4 +922,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))
