@@ -75,7 +75,8 @@ def test_math_options_configure_the_domain(write_yaml, tmp_path):
     assert domain.weights.strict == 0 and domain.weights.lenient == 1  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("env, default", [("sql", 30), ("longctx", 20)])
+@pytest.mark.parametrize("env, default", [("sql", 30), ("longctx", 20), ("finance", 50), ("legal", 40),
+                                          ("geometry", 20), ("scene", 40)])
 def test_a_sections_eval_size_sets_the_held_out_set_of_every_domain(write_yaml, env, default):
     def held_out(section: dict) -> list:
         cfg = load_config(write_yaml({"domains": [{"name": "d", "env": env, **section}]}))

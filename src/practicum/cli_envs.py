@@ -194,4 +194,8 @@ def envs_show(
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 20] + f" ... [{len(text) - limit + 20} more characters]"
+    """The head and the tail of a long text (a long document's question comes at its end)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 5 // 8, limit * 3 // 8
+    return text[:head] + f" ... [{len(text) - head - tail} characters] ... " + text[-tail:]
