@@ -20,8 +20,10 @@ Every shipped environment and domain implements the whole protocol (a no-op ``fi
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Callable
+import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -99,12 +101,24 @@ class Domain(Protocol):
         ...
 
 
+Scored = Score | tuple[Score, dict[str, Any]]  # what a SingleTurnEnv's score function returns
+
+
+def cycle_index(index: int, n: int, seed: int) -> int:
+    """Which of a fixed list of ``n`` training tasks draw ``index`` takes: every epoch visits each
+    task once, in an order shuffled by ``(seed, epoch)``, so a resumed run draws the same tasks."""
+    epoch, pos = divmod(index, n)
+    order = list(range(n))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order[pos]
+
+
 class SingleTurnEnv:
     """One single-turn episode: the task's prompt, then its one reply scored by ``score``, which
-    returns the :class:`Score`, or the score and the ``Observation.info`` to record with it
-    (``{"flags": [...]}``). An episode ended by a rollout limit before any reply scores 0."""
+    returns (or, when it is async, awaits to) the :class:`Score`, or the score and the
+    ``Observation.info`` to record with it (``{"flags": [...]}``). An episode ended by a rollout limit before any reply scores 0."""
 
-    def __init__(self, domain: str, score: Callable[[Task, str], Score | tuple[Score, dict[str, Any]]]) -> None:
+    def __init__(self, domain: str, score: Callable[[Task, str], Scored | Awaitable[Scored]]) -> None:
         self.domain = domain
         self.score = score
         self.task: Task | None = None
@@ -119,6 +133,8 @@ class SingleTurnEnv:
     async def step(self, reply: str) -> Observation:
         assert self.task is not None, "step() before reset()"
         scored = self.score(self.task, reply)
+        if inspect.isawaitable(scored):
+            scored = await scored
         score, info = scored if isinstance(scored, tuple) else (scored, {})
         return Observation(messages=[], done=True, score=score, info=info)
 

@@ -11,7 +11,6 @@ in the function. The episode's session is closed when the episode ends. Scores a
 from __future__ import annotations
 
 import dataclasses
-import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any, Literal
 from practicum.domains.code.tasks import CodeTask, is_code
 from practicum.domains.plugin import preamble
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, cycle_index
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError
 from practicum.records import Message, Score, Task
 from practicum.sandbox.base import SandboxSession
@@ -79,10 +78,7 @@ class CodeSource:
         return list(self._eval)
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self._train[order[pos]]
+        return self._train[cycle_index(index, len(self._train), self.seed)]
 
 
 # --- the model's replies --------------------------------------------------------------------------

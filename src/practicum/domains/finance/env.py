@@ -35,7 +35,7 @@ from practicum.domains.finance.statements import Statement, generate
 from practicum.domains.finance.verifier import AnswerKey, check
 from practicum.domains.plugin import Verdict
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import SingleTurnEnv
 from practicum.errors import EnvironmentFailure, SandboxError, TaskError
 from practicum.records import Message, Score, Task
 from practicum.sandbox import Limits
@@ -161,30 +161,16 @@ async def score_generated(task: Task, reply: str) -> Verdict:
     return check(AnswerKey.model_validate(task.target), reply)
 
 
-class FinanceEnv:
+class FinanceEnv(SingleTurnEnv):
     """One single-turn episode: the documents and the question; the first reply is the answer."""
 
     def __init__(self, domain: str, scorer: Scorer = score_generated) -> None:
-        self.domain, self.scorer = domain, scorer
-        self.task: Task | None = None
+        async def score(task: Task, reply: str) -> tuple[Score, dict[str, Any]]:
+            verdict = await scorer(task, reply)
+            return verdict.score, {"flags": verdict.flags}
 
-    async def reset(self, task: Task) -> Observation:
-        self.task = task
-        return Observation(messages=list(task.prompt))
-
-    def tools(self) -> list[Tool]:
-        return []
-
-    async def step(self, reply: str) -> Observation:
-        assert self.task is not None, "step() before reset()"
-        verdict = await self.scorer(self.task, reply)
-        return Observation(messages=[], done=True, score=verdict.score, info={"flags": verdict.flags})
-
-    async def finish(self, reason: str) -> Observation:
-        return Observation(messages=[], done=True)  # no answer: scored 0
-
-    async def close(self) -> None:
-        self.task = None
+        super().__init__(domain, score)
+        self.scorer = scorer
 
 
 class FinanceToolEnv(ToolEnvironment):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from practicum.domains.finance.env import (
 from practicum.domains.finance.options import FinanceOptions
 from practicum.domains.finance.tasks import load_annotated, load_task_file, load_tasks, score
 from practicum.domains.plugin import BuildContext, Verdict, held_out, preamble, resolve_path, section_prompt
+from practicum.envs.base import cycle_index
 from practicum.errors import ConfigError
 from practicum.records import Task
 
@@ -40,10 +40,7 @@ class FileSource:
         return list(self._eval)
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(f"finance-files/{self.seed}/{epoch}").shuffle(order)
-        return self._train[order[pos]]
+        return self._train[cycle_index(index, len(self._train), self.seed)]
 
 
 class FinancePlugin:

@@ -17,13 +17,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import hashlib
-import random
 from pathlib import Path
 from typing import Any
 
 from practicum.domains.geometry.tasks import TIERS, GeometryTask, Tier, draw, eval_set, user_message
 from practicum.domains.geometry.verifier import CAD_SOURCE, GeometryVerdict, GeometryVerifier
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, cycle_index
 from practicum.errors import TaskError
 from practicum.records import Message, Task
 from practicum.tools import Tool
@@ -80,10 +79,7 @@ class FileSource:
         self._train = [to_task(t, domain, system) for t in tasks[n_eval:]] or list(self._eval)
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self._train[order[pos]]
+        return self._train[cycle_index(index, len(self._train), self.seed)]
 
     def eval_tasks(self) -> list[Task]:
         return list(self._eval)

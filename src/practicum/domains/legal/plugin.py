@@ -15,7 +15,7 @@ from practicum.domains.annotations import JudgeOptions
 from practicum.domains.legal import citations, constitution, contracts, licences
 from practicum.domains.legal.checks import COMPARATORS
 from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, resolve_path
-from practicum.envs.base import Observation, SingleTurnEnv
+from practicum.envs.base import Observation, SingleTurnEnv, cycle_index
 from practicum.errors import ConfigError, TaskError
 from practicum.records import Message, Task
 
@@ -162,10 +162,7 @@ class AnnotatedSource:
         return list(self._eval)
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self._train[order[pos]]
+        return self._train[cycle_index(index, len(self._train), self.seed)]
 
 
 # --- the environment ------------------------------------------------------------------------------

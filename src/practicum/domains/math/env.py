@@ -24,7 +24,7 @@ from typing import Any
 
 from practicum.domains.gym.source import ReasoningGymSource, grade
 from practicum.domains.plugin import preamble
-from practicum.envs.base import SingleTurnEnv, read_jsonl
+from practicum.envs.base import SingleTurnEnv, cycle_index, read_jsonl
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.scoring import RewardWeights, extract_answer
@@ -63,12 +63,8 @@ class JsonlMathSource:
         return list(self._eval)
 
     def train_task(self, index: int) -> Task:
-        import random
 
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self._train[order[pos]]
+        return self._train[cycle_index(index, len(self._train), self.seed)]
 
     def correct(self, task: Task, answer: str | None) -> bool:
         return correct(task, answer)

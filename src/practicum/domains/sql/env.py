@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import random
 from typing import Any, Literal
 
 from practicum.domains.plugin import Verdict
@@ -35,7 +34,7 @@ from practicum.domains.sql.guard import Inspection, inspect_sql
 from practicum.domains.sql.tasks import SqlTask
 from practicum.domains.sql.verifier import SqlVerifier
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, cycle_index
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 from practicum.tools import Tool, ToolError, tool
@@ -128,10 +127,7 @@ class SqlSource:
         return [self.task(t) for t in self._eval]
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self._train))
-        order = list(range(len(self._train)))
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self.task(self._train[order[pos]])
+        return self.task(self._train[cycle_index(index, len(self._train), self.seed)])
 
     def __len__(self) -> int:
         return len(self._train) + len(self._eval)

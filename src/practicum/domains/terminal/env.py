@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import shlex
 import time
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from pathlib import Path
 
 from practicum.domains.terminal.tasks import TerminalTask, load_tasks, parse_reward
 from practicum.envs.agent import ToolEnvironment
-from practicum.envs.base import Observation
+from practicum.envs.base import Observation, cycle_index
 from practicum.envs.dockerfile import DEFAULT_PATH
 from practicum.envs.images import (
     SHIMS_INSIDE,
@@ -105,10 +104,7 @@ class TerminalSource:
         return [self._task(self.tasks[n]) for n in self.names]
 
     def train_task(self, index: int) -> Task:
-        epoch, pos = divmod(index, len(self.names))
-        order = list(self.names)
-        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self._task(self.tasks[order[pos]])
+        return self._task(self.tasks[self.names[cycle_index(index, len(self.names), self.seed)]])
 
     def folder(self, task: Task) -> TerminalTask:
         return self.tasks[task.id.split("/", 1)[1]]
