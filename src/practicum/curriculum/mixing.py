@@ -1,0 +1,190 @@
+"""Which domain the next group comes from: target weights, and a sampler that holds them on
+the stream of *trained* groups.
+
+Two parts, used together:
+
+* :class:`DomainMixer` turns the per-domain statistics of each step into target shares.
+  ``static``: the configured weights. ``improving``: towards domains whose training reward is
+  still rising (the least-squares slope of their last ``window`` step means). ``advantage``:
+  towards domains whose groups carry the most signal, the running mean |advantage| (DUMP,
+  Wang et al. 2025, "Automated distribution-level curriculum learning for RL-based LLM
+  post-training"; DUMP adds a UCB bonus that this leaves out). Adaptive shares are a softmax of
+  the statistic over ``temperature``, times the configured weight, with a floor so no domain
+  is starved (a starved domain would never produce the statistic that could bring it back).
+* :class:`DeficitSampler` picks the domain of each draw. A weighted coin (the orchestrator's
+  ``draw_task``) holds the ratio of *draws*; but groups of a slow domain (sandboxed, long
+  episodes, a ``domain_concurrency`` cap) wait longer, so more of them are dropped as stale,
+  and more are still in flight when a run ends: the *trained* ratio falls below the target.
+  The sampler draws the domain whose trained-plus-in-flight count lags its target share the
+  most (smooth weighted round robin over what reached, or may still reach, an update). A group
+  dropped or failed leaves the account, so its domain is drawn again. The trained ratio then
+  differs from the target by at most the groups in flight, whatever the speeds.
+
+Limits: the sampler is deterministic given its state, so a run's draws are a function of its
+history, not of (seed, k) alone: the state must be checkpointed (:meth:`DeficitSampler.state`)
+or rebuilt from the store's per-domain counts on resume.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from practicum.curriculum.base import Strict
+
+
+class MixingConfig(Strict):
+    mode: Literal["static", "improving", "advantage"] = Field(
+        default="static", description="static: the configured weights; improving: towards domains whose training reward still "
+        "rises; advantage: towards domains with the largest running mean |advantage| (DUMP).")
+    weights: dict[str, float] = Field(default_factory=dict, description="Weight per domain name (default: the "
+                                      "domain's own `weight`). Normalised to shares.")
+    temperature: float = Field(default=0.1, gt=0, description="Adaptive modes: softmax temperature over the statistic "
+                               "(mean |advantage|, or reward gained over the window). Smaller: sharper.")
+    floor: float = Field(default=0.05, ge=0, lt=1, description="Adaptive modes: least share of every domain; the number of "
+                         "domains times the floor must stay below 1.")
+    ema: float = Field(default=0.3, gt=0, le=1, description="advantage: weight of the newest step in the running mean |advantage|.")
+    window: int = Field(default=8, ge=2, description="improving: steps of per-domain mean reward the slope is fitted on.")
+    balance: Literal["trained", "drawn"] = Field(
+        default="trained", description="trained: draw the domain whose trained-plus-in-flight groups lag its share most "
+        "(holds the trained ratio when domains differ in speed); drawn: a weighted coin per draw, as before.")
+    horizon: int | None = Field(default=None, ge=1, description="trained balance: forget trained counts with this "
+                                "half-life in groups, so a changed target is reached within about that many "
+                                "groups (None: the whole run counts).")
+
+    @model_validator(mode="after")
+    def _positive_weights(self) -> MixingConfig:
+        bad = [d for d, w in self.weights.items() if not w > 0]
+        if bad:
+            raise ValueError(f"mixing.weights must be > 0 (got {', '.join(bad)})")
+        return self
+
+
+def normalise(weights: dict[str, float]) -> dict[str, float]:
+    total = sum(weights.values())
+    if not total > 0:
+        raise ValueError(f"weights must have a positive sum, got {weights}")
+    return {d: w / total for d, w in weights.items()}
+
+
+def slope(values: list[float]) -> float:
+    """Least-squares slope of ``values`` against 0, 1, 2, ... (0 for fewer than two)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mx, my = (n - 1) / 2, sum(values) / n
+    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sum((i - mx) ** 2 for i in range(n))
+
+
+class DomainMixer:
+    """Target shares per domain, from the configured weights and (adaptive modes) what each
+    domain's groups showed at each step."""
+
+    def __init__(self, cfg: MixingConfig, domain_weights: dict[str, float]) -> None:
+        self.cfg = cfg
+        self.base = normalise({d: cfg.weights.get(d, w) for d, w in domain_weights.items()})
+        if cfg.mode != "static" and len(self.base) * cfg.floor >= 1:
+            raise ValueError(f"mixing.floor {cfg.floor} x {len(self.base)} domains must stay below 1")
+        self.abs_adv: dict[str, float] = {}  # running mean |advantage| per domain
+        self.rewards: dict[str, list[float]] = {d: [] for d in self.base}  # last `window` step means
+
+    def observe(self, domain: str, rewards: list[float], advantages: list[float]) -> None:
+        """One step's trained episodes of ``domain``: their rewards and advantages."""
+        if not rewards:
+            return
+        hist = self.rewards[domain]
+        hist.append(sum(rewards) / len(rewards))
+        del hist[:-self.cfg.window]
+        mean_abs = sum(abs(a) for a in advantages) / max(len(advantages), 1)
+        old = self.abs_adv.get(domain)
+        self.abs_adv[domain] = mean_abs if old is None else (1 - self.cfg.ema) * old + self.cfg.ema * mean_abs
+
+    def statistic(self, domain: str) -> float | None:
+        """What the adaptive mode ranks domains by (None: not observed yet)."""
+        if self.cfg.mode == "advantage":
+            return self.abs_adv.get(domain)
+        hist = self.rewards[domain]
+        return max(slope(hist), 0.0) * len(hist) if len(hist) >= 2 else None  # reward gained over the window
+
+    def targets(self) -> dict[str, float]:
+        """Target share of each domain. A domain not observed yet gets the best observed
+        statistic (it is tried before it can be judged)."""
+        if self.cfg.mode == "static":
+            return dict(self.base)
+        stats = {d: self.statistic(d) for d in self.base}
+        known = [s for s in stats.values() if s is not None]
+        if not known:
+            return dict(self.base)
+        top = max(known)
+        logits = {d: math.log(self.base[d]) + (top if s is None else s) / self.cfg.temperature
+                  for d, s in stats.items()}
+        m = max(logits.values())
+        soft = normalise({d: math.exp(v - m) for d, v in logits.items()})
+        f = self.cfg.floor
+        return {d: f + (1 - len(soft) * f) * p for d, p in soft.items()}
+
+    def state(self) -> dict[str, Any]:
+        return {"abs_adv": dict(self.abs_adv), "rewards": {d: list(v) for d, v in self.rewards.items()}}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.abs_adv = {d: float(v) for d, v in state["abs_adv"].items()}
+        self.rewards = {d: [float(x) for x in state["rewards"].get(d, [])] for d in self.base}
+
+
+class DeficitSampler:
+    """Draws the domain whose trained-plus-in-flight groups lag their target share the most.
+
+    The caller reports each group's fate: :meth:`drawn` when it is drawn, :meth:`trained` when
+    an update used it, :meth:`settled` when it left without training (dropped, failed).
+    """
+
+    def __init__(self, targets: dict[str, float], horizon: int | None = None) -> None:
+        self.targets = normalise(targets)
+        self.decay = 0.5 ** (1 / horizon) if horizon else 1.0  # per trained group
+        self.trained_counts: dict[str, float] = {d: 0.0 for d in self.targets}
+        self.in_flight: dict[str, int] = {d: 0 for d in self.targets}
+
+    def set_targets(self, targets: dict[str, float]) -> None:
+        self.targets = normalise(targets)
+
+    def next_domain(self) -> str:
+        have = {d: self.trained_counts[d] + self.in_flight[d] for d in self.targets}
+        total = sum(have.values()) + 1  # the draw being made counts
+        # largest deficit (rounded so float noise does not break ties); ties: larger target, then
+        # the first name in sorted order (max keeps the first maximum)
+        return max(sorted(self.targets), key=lambda d: (round(self.targets[d] * total - have[d], 9), self.targets[d]))
+
+    def drawn(self, domain: str) -> None:
+        self.in_flight[domain] += 1
+
+    def trained(self, domain: str) -> None:
+        self.in_flight[domain] -= 1
+        if self.decay < 1:
+            for d in self.trained_counts:
+                self.trained_counts[d] *= self.decay
+        self.trained_counts[domain] += 1
+
+    def settled(self, domain: str) -> None:
+        """A group of ``domain`` left without being trained: it no longer counts."""
+        self.in_flight[domain] -= 1
+
+    def shares(self) -> dict[str, float]:
+        """Share of each domain among trained groups (decayed counts under a horizon)."""
+        total = sum(self.trained_counts.values())
+        return {d: c / total if total else 0.0 for d, c in self.trained_counts.items()}
+
+    def metrics(self) -> dict[str, float]:
+        """Per-domain figures for the step's metrics: target and trained share."""
+        shares = self.shares()
+        return {k: v for d in self.targets
+                for k, v in ((f"{d}/mix_target", self.targets[d]), (f"{d}/mix_trained", shares[d]))}
+
+    def state(self) -> dict[str, Any]:
+        return {"targets": dict(self.targets), "trained": dict(self.trained_counts), "in_flight": dict(self.in_flight)}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.targets = {d: float(v) for d, v in state["targets"].items()}
+        self.trained_counts = {d: float(v) for d, v in state["trained"].items()}
+        self.in_flight = {d: int(v) for d, v in state["in_flight"].items()}
