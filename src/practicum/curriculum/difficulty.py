@@ -1,0 +1,217 @@
+"""Difficulty sequencing: per-task pass rates, a band-pass filter on groups, difficulty pools,
+and a level curriculum for generated tasks.
+
+* :class:`PassRates` keeps, per task id, the (optionally forgetting) count of attempts and the
+  sum of rewards: its pass rate is the mean reward, so 0/1 and partial-credit rewards both work.
+* :func:`band_pass` keeps a group only when its mean reward lies strictly inside
+  (``min_pass``, ``max_pass``) and its rewards differ: an all-right or all-wrong group has zero
+  advantage for every episode and teaches nothing (DAPO's dynamic sampling).
+  :func:`refill` says how many more groups to draw when the filter left the batch short, and
+  when to stop trying (DAPO's ``max_num_gen_batches``): a step that cannot fill its batch
+  trains on what it has rather than spinning.
+* :class:`DifficultyPools` sorts tasks by known pass rate into easy / normal / hard and accepts a
+  drawn task with its pool's probability (prime-rl's difficulty pools); a task never seen is
+  ``normal``. Acceptance uses a generator the caller seeds per draw, so it stays reproducible.
+* :class:`LevelCurriculum` walks a generated domain through levels of generator parameters
+  (reasoning-gym sizes, long-context lengths): up when the domain's recent pass rate reaches
+  ``promote``, down when it falls to ``demote``, with a ``review`` share of draws from easier
+  levels so earlier skills stay trained. Each change is a :class:`LevelChange` record.
+
+All state is plain dicts of numbers (``state()``/``load()``), for checkpoints.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from practicum.curriculum.base import Strict
+
+Pool = Literal["easy", "normal", "hard"]
+
+
+DEFAULT_ACCEPT: dict[Pool, float] = {"easy": 0.1, "normal": 1.0, "hard": 0.3}
+
+
+class FilterConfig(Strict):
+    enabled: bool = Field(default=False, description="Keep only groups whose mean reward lies strictly between min_pass "
+                          "and max_pass and whose rewards differ; draw more to refill the batch.")
+    min_pass: float = Field(default=0.0, ge=0, le=1, description="Groups with mean reward at or below this are dropped (too hard).")
+    max_pass: float = Field(default=1.0, ge=0, le=1, description="Groups with mean reward at or above this are dropped (too easy).")
+    max_draw_factor: float = Field(default=3.0, ge=1, description="Most groups drawn for one step, as a multiple of "
+                                   "prompts_per_step; past it the step trains on the groups it kept.")
+
+    @model_validator(mode="after")
+    def _band(self) -> FilterConfig:
+        if self.min_pass >= self.max_pass:
+            raise ValueError(f"filter.min_pass ({self.min_pass}) must be below max_pass ({self.max_pass})")
+        return self
+
+
+class PoolsConfig(Strict):
+    enabled: bool = Field(default=False, description="Accept drawn tasks by the difficulty pool their pass rate puts them in.")
+    easy_above: float = Field(default=0.9, ge=0, le=1, description="A task whose pass rate is at least this is easy.")
+    hard_below: float = Field(default=0.1, ge=0, le=1, description="A task whose pass rate is at most this is hard.")
+    min_attempts: int = Field(default=4, ge=1, description="Episodes of a task before its pass rate places it in a pool (before: normal).")
+    accept: dict[Pool, float] = Field(default_factory=lambda: dict(DEFAULT_ACCEPT),
+                                      description="Probability that a drawn task of each pool is kept (a rejected one is replaced by the next draw).")
+    decay: float = Field(default=1.0, gt=0, le=1, description="Each new observation of a task multiplies its old counts by "
+                         "this (1: never forget; < 1 follows a task whose pass rate moves as the policy learns).")
+
+
+class LevelsConfig(Strict):
+    levels: list[dict[str, Any]] = Field(default_factory=list, description="Generator parameters of each level, "
+                                         "easiest first (e.g. [{length: 2}, {length: 4}]). Empty: no level curriculum.")
+    promote: float = Field(default=0.7, ge=0, le=1, description="Go up a level when the recent pass rate reaches this.")
+    demote: float | None = Field(default=0.1, ge=0, le=1, description="Go down a level when it falls to this (None: never down).")
+    window: int = Field(default=32, ge=1, description="Recent groups of the current level the pass rate is taken over; a "
+                        "change needs a full window at the new level first.")
+    review: float = Field(default=0.1, ge=0, lt=1, description="Share of draws taken from an easier level, picked uniformly (0: none).")
+
+
+class FilterDecision(BaseModel):
+    """Whether a group is trained on, and why (for the store and the step metrics)."""
+
+    keep: bool
+    mean: float
+    reason: str  # "kept", "uniform", "too easy", "too hard", "empty"
+
+
+class Refill(BaseModel):
+    """What to do after filtering: draw ``draw`` more groups; ``stop``: train on what is kept."""
+
+    draw: int
+    stop: bool
+
+
+class LevelChange(BaseModel):
+    """A level move of one domain's curriculum, to be recorded and shown in the step summary."""
+
+    domain: str
+    step: int
+    old: int
+    new: int
+    pass_rate: float
+
+
+def band_pass(rewards: list[float], cfg: FilterConfig) -> FilterDecision:
+    if not rewards:
+        return FilterDecision(keep=False, mean=0.0, reason="empty")
+    mean = sum(rewards) / len(rewards)
+    if max(rewards) - min(rewards) < 1e-9:
+        return FilterDecision(keep=False, mean=mean, reason="uniform")
+    if mean >= cfg.max_pass:
+        return FilterDecision(keep=False, mean=mean, reason="too easy")
+    if mean <= cfg.min_pass:
+        return FilterDecision(keep=False, mean=mean, reason="too hard")
+    return FilterDecision(keep=True, mean=mean, reason="kept")
+
+
+def refill(wanted: int, kept: int, drawn: int, cfg: FilterConfig) -> Refill:
+    """After filtering: ``wanted`` groups per step, ``kept`` passed, ``drawn`` drawn this step.
+
+    Draws exactly the shortfall (groups in flight may still pass), within the budget of
+    ``max_draw_factor`` x ``wanted`` draws per step; when the budget is spent, stop.
+    """
+    short = wanted - kept
+    if short <= 0:
+        return Refill(draw=0, stop=True)
+    budget = int(cfg.max_draw_factor * wanted) - drawn
+    if budget <= 0:
+        return Refill(draw=0, stop=True)
+    return Refill(draw=min(short, budget), stop=False)
+
+
+class PassRates:
+    """Mean reward per task id, from every episode observed (training groups, evaluations)."""
+
+    def __init__(self, decay: float = 1.0) -> None:
+        self.decay = decay
+        self.counts: dict[str, list[float]] = {}  # task id -> [attempts, reward sum], decayed
+
+    def observe(self, task_id: str, rewards: list[float]) -> None:
+        n, s = self.counts.get(task_id, [0.0, 0.0])
+        self.counts[task_id] = [n * self.decay + len(rewards), s * self.decay + sum(rewards)]
+
+    def attempts(self, task_id: str) -> float:
+        return self.counts.get(task_id, [0.0, 0.0])[0]
+
+    def rate(self, task_id: str) -> float | None:
+        n, s = self.counts.get(task_id, [0.0, 0.0])
+        return s / n if n > 0 else None
+
+    def state(self) -> dict[str, Any]:
+        return {"decay": self.decay, "counts": {k: list(v) for k, v in self.counts.items()}}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.decay = float(state["decay"])
+        self.counts = {k: [float(v[0]), float(v[1])] for k, v in state["counts"].items()}
+
+
+class DifficultyPools:
+    def __init__(self, cfg: PoolsConfig, rates: PassRates) -> None:
+        self.cfg, self.rates = cfg, rates
+
+    def pool(self, task_id: str) -> Pool:
+        rate = self.rates.rate(task_id)
+        if rate is None or self.rates.attempts(task_id) < self.cfg.min_attempts:
+            return "normal"
+        if rate >= self.cfg.easy_above:
+            return "easy"
+        if rate <= self.cfg.hard_below:
+            return "hard"
+        return "normal"
+
+    def accept(self, task_id: str, rng: random.Random) -> bool:
+        """Whether to keep a drawn task; ``rng`` seeded by the draw keeps a run reproducible."""
+        return rng.random() < self.cfg.accept.get(self.pool(task_id), 1.0)
+
+
+class LevelCurriculum:
+    """One generated domain's level, moved by the pass rate of its recent groups at that level."""
+
+    def __init__(self, domain: str, cfg: LevelsConfig) -> None:
+        if not cfg.levels:
+            raise ValueError(f"domain {domain!r}: a level curriculum needs at least one level")
+        self.domain, self.cfg = domain, cfg
+        self.level = 0
+        self.recent: list[float] = []  # mean reward of recent groups at the current level
+
+    def draw_level(self, rng: random.Random) -> int:
+        """The level a new task is generated at: the current one, or with probability
+        ``review`` an easier one."""
+        if self.level > 0 and rng.random() < self.cfg.review:
+            return rng.randrange(self.level)
+        return self.level
+
+    def params(self, level: int) -> dict[str, Any]:
+        return dict(self.cfg.levels[level])
+
+    def observe(self, level: int, rewards: list[float], step: int) -> LevelChange | None:
+        """A finished group generated at ``level``; only current-level groups move the level."""
+        if level != self.level or not rewards:
+            return None
+        self.recent.append(sum(rewards) / len(rewards))
+        del self.recent[:-self.cfg.window]
+        if len(self.recent) < self.cfg.window:
+            return None
+        rate = sum(self.recent) / len(self.recent)
+        new = self.level
+        if rate >= self.cfg.promote and self.level + 1 < len(self.cfg.levels):
+            new = self.level + 1
+        elif self.cfg.demote is not None and rate <= self.cfg.demote and self.level > 0:
+            new = self.level - 1
+        if new == self.level:
+            return None
+        change = LevelChange(domain=self.domain, step=step, old=self.level, new=new, pass_rate=rate)
+        self.level, self.recent = new, []
+        return change
+
+    def state(self) -> dict[str, Any]:
+        return {"level": self.level, "recent": list(self.recent)}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.level = int(state["level"])
+        self.recent = [float(x) for x in state["recent"]]

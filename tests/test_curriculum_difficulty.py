@@ -1,0 +1,121 @@
+"""Difficulty sequencing: filter decisions, refill budget, pass rates, pools, level curriculum."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from practicum.curriculum.difficulty import (
+    DifficultyPools,
+    FilterConfig,
+    LevelChange,
+    LevelCurriculum,
+    LevelsConfig,
+    PassRates,
+    PoolsConfig,
+    band_pass,
+    refill,
+)
+
+
+@pytest.mark.parametrize(("rewards", "cfg", "keep", "reason"), [
+    ([1.0, 1.0, 1.0, 1.0], FilterConfig(), False, "uniform"),  # all right: advantage 0 everywhere
+    ([0.0, 0.0, 0.0, 0.0], FilterConfig(), False, "uniform"),  # all wrong
+    ([0.0, 0.0, 0.0, 1.0], FilterConfig(), True, "kept"),  # mean 0.25
+    ([0.0, 0.0, 0.0, 1.0], FilterConfig(min_pass=0.25), False, "too hard"),  # 0.25 is not above 0.25
+    ([1.0, 1.0, 1.0, 0.0], FilterConfig(max_pass=0.75), False, "too easy"),  # 0.75 is not below 0.75
+    ([0.5, 0.5, 0.5, 0.6], FilterConfig(max_pass=0.75), True, "kept"),  # partial credit, mean 0.525
+    ([], FilterConfig(), False, "empty"),
+])
+def test_band_pass_decisions(rewards, cfg, keep, reason):
+    d = band_pass(rewards, cfg)
+    assert (d.keep, d.reason) == (keep, reason)
+
+
+def test_band_pass_reports_the_mean():
+    assert band_pass([0.0, 1.0, 1.0, 1.0], FilterConfig()).mean == 0.75
+
+
+def test_refill_draws_the_shortfall_within_the_budget():
+    cfg = FilterConfig(max_draw_factor=3.0)  # 8 wanted -> at most 24 draws a step
+    assert refill(8, kept=5, drawn=8, cfg=cfg).model_dump() == {"draw": 3, "stop": False}
+    assert refill(8, kept=5, drawn=22, cfg=cfg).model_dump() == {"draw": 2, "stop": False}  # 2 left in the budget
+    assert refill(8, kept=5, drawn=24, cfg=cfg).model_dump() == {"draw": 0, "stop": True}  # train on the 5
+    assert refill(8, kept=8, drawn=9, cfg=cfg).model_dump() == {"draw": 0, "stop": True}
+
+
+def test_filter_config_refuses_an_empty_band():
+    with pytest.raises(ValidationError, match="below max_pass"):
+        FilterConfig(min_pass=0.6, max_pass=0.5)
+
+
+def test_pass_rates_with_forgetting():
+    rates = PassRates(decay=0.5)
+    rates.observe("t", [1.0, 0.0])  # (2 attempts, 1.0)
+    rates.observe("t", [1.0, 1.0, 1.0, 1.0])  # (2 x 0.5 + 4, 1 x 0.5 + 4) = (5, 4.5)
+    assert rates.attempts("t") == 5.0
+    assert rates.rate("t") == pytest.approx(0.9)
+    assert rates.rate("never seen") is None
+
+
+def test_pools_place_tasks_by_pass_rate_and_accept_by_pool():
+    rates = PassRates()
+    pools = DifficultyPools(PoolsConfig(min_attempts=4, accept={"easy": 0.1, "normal": 1.0, "hard": 0.3}), rates)
+    rates.observe("easy", [1.0] * 4)
+    rates.observe("hard", [0.0] * 4)
+    rates.observe("middling", [1.0, 0.0, 1.0, 0.0])
+    rates.observe("few", [1.0] * 3)  # 3 attempts < min_attempts: not placed yet
+    assert [pools.pool(t) for t in ("easy", "hard", "middling", "few", "new")] == \
+        ["easy", "hard", "normal", "normal", "normal"]
+    rng = random.Random(0)
+    accepted = {t: sum(pools.accept(t, rng) for _ in range(2000)) / 2000 for t in ("easy", "hard", "new")}
+    assert accepted["easy"] == pytest.approx(0.1, abs=0.03)
+    assert accepted["hard"] == pytest.approx(0.3, abs=0.03)
+    assert accepted["new"] == 1.0
+
+
+def test_level_curriculum_promotes_demotes_and_reviews():
+    cur = LevelCurriculum("gym", LevelsConfig(levels=[{"n": 2}, {"n": 4}, {"n": 8}], promote=0.7, demote=0.1,
+                                              window=4, review=0.5))
+    for i, r in enumerate([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0]]):
+        assert cur.observe(0, r, step=i) is None  # window not full yet
+    change = cur.observe(0, [0.0, 1.0], step=3)  # means 1, .5, 1, .5 -> 0.75 >= 0.7
+    assert change == LevelChange(domain="gym", step=3, old=0, new=1, pass_rate=0.75)
+    assert cur.params(cur.level) == {"n": 4}
+    assert cur.observe(0, [1.0], step=4) is None  # a review group of level 0 does not move level 1
+    changes = [cur.observe(1, [0.0, 0.0], step=5 + i) for i in range(4)]
+    assert changes[:3] == [None, None, None]
+    assert changes[3] is not None and (changes[3].old, changes[3].new, changes[3].pass_rate) == (1, 0, 0.0)
+
+    top = LevelCurriculum("gym", LevelsConfig(levels=[{"n": 2}], window=1))
+    assert top.observe(0, [1.0], step=0) is None  # nowhere to go
+
+    cur.level = 2
+    rng = random.Random(0)
+    drawn = [cur.draw_level(rng) for _ in range(2000)]
+    assert drawn.count(2) / 2000 == pytest.approx(0.5, abs=0.04)
+    assert drawn.count(0) / 2000 == pytest.approx(0.25, abs=0.04)
+
+
+def test_level_curriculum_needs_levels():
+    with pytest.raises(ValueError, match="at least one level"):
+        LevelCurriculum("gym", LevelsConfig())
+
+
+def test_difficulty_state_round_trips_through_json():
+    rates = PassRates(decay=0.9)
+    rates.observe("t1", [1.0, 0.0])
+    copy = PassRates()
+    copy.load(json.loads(json.dumps(rates.state())))
+    assert (copy.rate("t1"), copy.decay) == (0.5, 0.9)
+
+    cfg = LevelsConfig(levels=[{"n": 2}, {"n": 4}], window=3)
+    cur = LevelCurriculum("gym", cfg)
+    cur.observe(0, [1.0, 0.0], step=0)
+    again = LevelCurriculum("gym", cfg)
+    again.load(json.loads(json.dumps(cur.state())))
+    assert again.state() == cur.state()
+    assert again.observe(0, [1.0], 1) == cur.observe(0, [1.0], 1)
