@@ -1,0 +1,144 @@
+"""A scaffold that fades: help that makes a format or skill reachable at first, then goes.
+
+GRPO reinforces only what the policy samples: a model that never writes the requested
+``<answer>`` format zero-shot scores 0 on a strict verifier in every group, every group is
+uniform, and nothing is learned. A scaffold makes the behaviour reachable:
+
+* ``examples``: worked examples inserted as earlier user/assistant turns (after any system
+  message);
+* ``hint``: a line appended to the task's last user message;
+* ``prefix``: a forced start of the reply (e.g. ``<answer>``). The task carries it in
+  :attr:`ScaffoldedTask.prefix`; the rollout appends its tokens to the generation prompt and
+  the environment reads prefix + reply. Those tokens are context (loss mask 0), not samples.
+
+and is removed so the final policy needs none of it. Each training group is scaffolded with
+probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 between
+``fade_start`` and ``fade_end`` (``linear``, or in ``stages`` equal drops for ``step``;
+``constant`` stays at 1 until the threshold). The ``probe_share`` of groups drawn without help
+measure the domain's success without it: once the mean reward of the last ``window``
+unscaffolded episodes reaches ``threshold``, the scaffold is removed for good
+(:class:`ScaffoldChange`, to be recorded).
+
+Evaluation is never scaffolded: a scaffolded task is marked in ``metadata["scaffold"]``, and
+:func:`is_scaffolded` is the check an evaluation path uses to refuse one.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from practicum.curriculum.base import Strict
+from practicum.records import Message, Task
+
+
+class ScaffoldExample(Strict):
+    question: str = Field(..., description="An example question, shown as a user turn.")
+    reply: str = Field(..., description="Its worked reply in the requested format, shown as the assistant turn.")
+
+
+class ScaffoldConfig(Strict):
+    examples: list[ScaffoldExample] = Field(default_factory=list, description="Worked examples shown before the question while scaffolded.")
+    hint: str | None = Field(default=None, description="Text appended to the task's last user message while scaffolded.")
+    prefix: str | None = Field(default=None, description="Forced start of the reply while scaffolded (e.g. '<answer>').")
+    schedule: Literal["linear", "step", "constant"] = Field(
+        default="linear", description="How the share of scaffolded groups falls: linearly from fade_start to fade_end, in "
+        "`stages` equal steps, or not at all (constant: only the threshold removes it).")
+    fade_start: int = Field(default=0, ge=0, description="Step at which the scaffold starts to fade.")
+    fade_end: int = Field(default=100, ge=1, description="Step by which the scaffold is gone.")
+    stages: int = Field(default=4, ge=1, description="step schedule: number of equal drops between fade_start and fade_end.")
+    threshold: float | None = Field(default=0.5, ge=0, le=1, description="Remove the scaffold for good once the mean reward of "
+                                    "the last `window` unscaffolded episodes reaches this (None: schedule only).")
+    window: int = Field(default=32, ge=1, description="Unscaffolded episodes the success without help is measured over.")
+    probe_share: float = Field(default=0.1, ge=0, le=1, description="Least share of training groups drawn without the scaffold, to measure success without it.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScaffoldConfig:
+        if self.fade_end <= self.fade_start:
+            raise ValueError(f"scaffold.fade_end ({self.fade_end}) must be after fade_start ({self.fade_start})")
+        if not (self.examples or self.hint or self.prefix):
+            raise ValueError("scaffold: give at least one of examples, hint, prefix")
+        return self
+
+
+class ScaffoldedTask(BaseModel):
+    task: Task  # the prompt with the help in it (or the task unchanged when not scaffolded)
+    prefix: str | None  # forced start of the reply, for the rollout
+
+
+class ScaffoldChange(BaseModel):
+    """The scaffold of a domain was removed because its success without help passed the threshold."""
+
+    domain: str
+    step: int
+    success: float  # mean reward of the last `window` unscaffolded episodes
+
+
+def is_scaffolded(task: Task) -> bool:
+    return "scaffold" in task.metadata
+
+
+class Scaffold:
+    """One domain's scaffold: its schedule, its help, and its measure of success without it."""
+
+    def __init__(self, domain: str, cfg: ScaffoldConfig) -> None:
+        self.domain, self.cfg = domain, cfg
+        self.removed_at: int | None = None
+        self.unaided: list[float] = []  # rewards of the last `window` unscaffolded episodes
+
+    def level(self, step: int) -> float:
+        """Share of help in force at ``step``: 1 before the fade, 0 after it or once removed."""
+        c = self.cfg
+        if self.removed_at is not None:
+            return 0.0
+        if c.schedule == "constant":
+            return 1.0
+        frac = min(max((step - c.fade_start) / (c.fade_end - c.fade_start), 0.0), 1.0)
+        if c.schedule == "linear":
+            return 1.0 - frac
+        return 1.0 - int(frac * c.stages) / c.stages
+
+    def decide(self, step: int, rng: random.Random) -> bool:
+        """Whether a group drawn at ``step`` is scaffolded (``rng`` seeded by the draw)."""
+        return rng.random() < self.level(step) * (1.0 - self.cfg.probe_share)
+
+    def apply(self, task: Task) -> ScaffoldedTask:
+        """The task with the help in its prompt; the original is not changed."""
+        users = [i for i, m in enumerate(task.prompt) if m.role == "user"]
+        if not users:
+            raise ValueError(f"task {task.id!r} (domain {task.domain!r}): its prompt has no user message to scaffold")
+        lead = 0
+        while lead < len(task.prompt) and task.prompt[lead].role == "system":
+            lead += 1
+        shots = [m for ex in self.cfg.examples
+                 for m in (Message(role="user", content=ex.question), Message(role="assistant", content=ex.reply))]
+        prompt = [m.model_copy() for m in task.prompt]
+        if self.cfg.hint:
+            last = prompt[users[-1]]
+            prompt[users[-1]] = Message(role="user", content=f"{last.content}\n\n{self.cfg.hint}")
+        prompt = prompt[:lead] + shots + prompt[lead:]
+        marks = {"examples": len(self.cfg.examples), "hint": bool(self.cfg.hint), "prefix": self.cfg.prefix}
+        scaffolded = task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
+        return ScaffoldedTask(task=scaffolded, prefix=self.cfg.prefix)
+
+    def observe(self, scaffolded: bool, rewards: list[float], step: int) -> ScaffoldChange | None:
+        """A finished group; unscaffolded ones measure success without help."""
+        if scaffolded or self.removed_at is not None:
+            return None
+        self.unaided = (self.unaided + list(rewards))[-self.cfg.window:]
+        if self.cfg.threshold is None or len(self.unaided) < self.cfg.window:
+            return None
+        success = sum(self.unaided) / len(self.unaided)
+        if success < self.cfg.threshold:
+            return None
+        self.removed_at = step
+        return ScaffoldChange(domain=self.domain, step=step, success=success)
+
+    def state(self) -> dict[str, Any]:
+        return {"removed_at": self.removed_at, "unaided": list(self.unaided)}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.removed_at = None if state["removed_at"] is None else int(state["removed_at"])
+        self.unaided = [float(x) for x in state["unaided"]]

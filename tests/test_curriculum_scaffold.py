@@ -1,0 +1,94 @@
+"""The fading scaffold: schedules by hand, what a scaffolded prompt looks like, removal at the
+threshold of success without help, and evaluation tasks left alone."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from pydantic import ValidationError
+
+from practicum.curriculum.scaffold import Scaffold, ScaffoldChange, ScaffoldConfig, ScaffoldExample, is_scaffolded
+from practicum.records import Message, Task
+
+HELP = {"examples": [ScaffoldExample(question="What is 2*3?", reply="<answer>6</answer>")],
+        "hint": "Reply as <answer>N</answer>.", "prefix": "<answer>"}
+
+
+def task() -> Task:
+    return Task(id="p1", domain="products", target=42, prompt=[
+        Message(role="system", content="You multiply."), Message(role="user", content="What is 6*7?")])
+
+
+@pytest.mark.parametrize(("step", "level"), [(0, 1.0), (10, 1.0), (30, 0.5), (40, 0.25), (50, 0.0), (90, 0.0)])
+def test_linear_schedule(step, level):
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="linear", fade_start=10, fade_end=50))
+    assert s.level(step) == pytest.approx(level)
+
+
+@pytest.mark.parametrize(("step", "level"), [(10, 1.0), (19, 1.0), (20, 0.75), (35, 0.5), (49, 0.25), (50, 0.0)])
+def test_step_schedule_drops_in_equal_stages(step, level):
+    # 4 stages over steps 10..50: a drop of 0.25 every 10 steps
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="step", fade_start=10, fade_end=50, stages=4))
+    assert s.level(step) == level
+
+
+def test_probe_share_keeps_some_groups_unscaffolded():
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="constant", probe_share=0.1))
+    rng = random.Random(0)
+    share = sum(s.decide(0, rng) for _ in range(4000)) / 4000
+    assert share == pytest.approx(0.9, abs=0.02)
+    late = Scaffold("products", ScaffoldConfig(**HELP, fade_end=10))
+    assert not any(late.decide(10, rng) for _ in range(100))
+
+
+def test_apply_puts_examples_after_the_system_prompt_and_the_hint_on_the_question():
+    s = Scaffold("products", ScaffoldConfig(**HELP))
+    original = task()
+    out = s.apply(original)
+    assert [(m.role, m.content) for m in out.task.prompt] == [
+        ("system", "You multiply."),
+        ("user", "What is 2*3?"), ("assistant", "<answer>6</answer>"),
+        ("user", "What is 6*7?\n\nReply as <answer>N</answer>."),
+    ]
+    assert out.prefix == "<answer>"
+    assert is_scaffolded(out.task) and not is_scaffolded(original)  # evaluation can refuse a scaffolded task
+    assert original == task()  # unchanged
+    assert (out.task.id, out.task.target) == ("p1", 42)
+
+
+def test_a_prompt_without_a_user_message_is_a_clear_error():
+    bad = Task(id="odd", domain="products", prompt=[Message(role="system", content="x")])
+    with pytest.raises(ValueError, match="'odd'.*no user message"):
+        Scaffold("products", ScaffoldConfig(hint="h")).apply(bad)
+
+
+def test_removed_for_good_once_success_without_help_passes_the_threshold():
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="constant", threshold=0.5, window=4))
+    assert s.observe(True, [1.0, 1.0, 1.0, 1.0], step=1) is None  # helped: says nothing of unaided success
+    assert s.observe(False, [0.0, 0.0], step=2) is None  # 2 of 4 in the window
+    assert s.observe(False, [0.0, 1.0], step=3) is None  # 0.25 < 0.5
+    change = s.observe(False, [1.0, 1.0], step=4)  # last 4: 0, 1, 1, 1 -> 0.75
+    assert change == ScaffoldChange(domain="products", step=4, success=0.75)
+    assert s.level(5) == 0.0 and s.removed_at == 4
+    assert s.observe(False, [0.0] * 4, step=6) is None  # stays removed
+
+
+def test_config_validation():
+    with pytest.raises(ValidationError, match="after fade_start"):
+        ScaffoldConfig(**HELP, fade_start=20, fade_end=20)
+    with pytest.raises(ValidationError, match="at least one of"):
+        ScaffoldConfig()
+
+
+def test_scaffold_state_round_trips():
+    cfg = ScaffoldConfig(**HELP, threshold=0.9, window=3)
+    s = Scaffold("products", cfg)
+    s.observe(False, [1.0, 0.0], step=1)
+    copy = Scaffold("products", cfg)
+    copy.load(json.loads(json.dumps(s.state())))
+    assert copy.state() == s.state()
+    s.removed_at = 7
+    copy.load(json.loads(json.dumps(s.state())))
+    assert copy.level(0) == 0.0
