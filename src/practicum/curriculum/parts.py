@@ -1,0 +1,92 @@
+"""A run's curriculum section, and the parts built from it, checkpointed as one dict.
+
+``CurriculumConfig`` is what a ``curriculum:`` section of the run config will hold (every part
+off or neutral by default, so a config without the section trains as before). :class:`Curriculum`
+builds each part for the run's domains and gathers their states into one plain dict for the
+checkpoint; :meth:`Curriculum.load` puts them back on resume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from practicum.curriculum.base import Strict
+from practicum.curriculum.difficulty import (
+    DifficultyPools,
+    FilterConfig,
+    LevelCurriculum,
+    LevelsConfig,
+    PassRates,
+    PoolsConfig,
+)
+from practicum.curriculum.drift import DriftConfig, DriftGuard
+from practicum.curriculum.mixing import DeficitSampler, DomainMixer, MixingConfig
+from practicum.curriculum.replay import ReplayBuffer, ReplayConfig
+from practicum.curriculum.scaffold import Scaffold, ScaffoldConfig
+from practicum.curriculum.shaping import RewardNorm, ShapingConfig
+
+
+class CurriculumConfig(Strict):
+    mixing: MixingConfig = Field(default_factory=MixingConfig, description="Domain weights and how the trained mix is held to them.")
+    filter: FilterConfig = Field(default_factory=FilterConfig, description="Band-pass filter on groups by mean reward, with refill.")
+    pools: PoolsConfig = Field(default_factory=PoolsConfig, description="Difficulty pools: accept drawn tasks by their pass rate.")
+    levels: dict[str, LevelsConfig] = Field(default_factory=dict, description="Level curriculum of generator parameters, by domain name.")
+    replay: ReplayConfig = Field(default_factory=ReplayConfig, description="Replay of high-signal groups.")
+    shaping: dict[str, ShapingConfig] = Field(default_factory=dict, description="Reward shaping by domain name (absent: the score value alone).")
+    scaffold: dict[str, ScaffoldConfig] = Field(default_factory=dict, description="A fading scaffold, by domain name.")
+    drift: DriftConfig = Field(default_factory=DriftConfig, description="Drift guard on held-out evaluations.")
+
+    def check_domains(self, names: list[str]) -> None:
+        """Every per-domain entry must name a domain of the run (a typo is an error, not a no-op)."""
+        for section, named in (("mixing.weights", self.mixing.weights), ("levels", self.levels),
+                               ("shaping", self.shaping), ("scaffold", self.scaffold)):
+            unknown = sorted(set(named) - set(names))
+            if unknown:
+                raise ValueError(f"curriculum.{section}: no domain named {', '.join(unknown)} (domains: {', '.join(names)})")
+
+
+class Curriculum:
+    """The curriculum parts of one run, for the domains ``weights`` names (domain -> weight)."""
+
+    def __init__(self, cfg: CurriculumConfig, weights: dict[str, float]) -> None:
+        names = list(weights)
+        cfg.check_domains(names)
+        self.cfg = cfg
+        self.mixer = DomainMixer(cfg.mixing, weights)
+        self.sampler = DeficitSampler(self.mixer.targets(), cfg.mixing.horizon)
+        self.rates = PassRates(cfg.pools.decay)
+        self.pools = DifficultyPools(cfg.pools, self.rates)
+        self.levels = {d: LevelCurriculum(d, c) for d, c in cfg.levels.items()}
+        self.replay = ReplayBuffer(cfg.replay)
+        self.norm = RewardNorm()
+        self.scaffolds = {d: Scaffold(d, c) for d, c in cfg.scaffold.items()}
+        self.drift = DriftGuard(cfg.drift)
+
+    def shaping(self, domain: str) -> ShapingConfig:
+        return self.cfg.shaping.get(domain) or ShapingConfig()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "mixer": self.mixer.state(),
+            "sampler": self.sampler.state(),
+            "rates": self.rates.state(),
+            "levels": {d: c.state() for d, c in self.levels.items()},
+            "replay": self.replay.state(),
+            "norm": self.norm.state(),
+            "scaffolds": {d: s.state() for d, s in self.scaffolds.items()},
+            "drift": self.drift.state(),
+        }
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.mixer.load(state["mixer"])
+        self.sampler.load(state["sampler"])
+        self.rates.load(state["rates"])
+        for d, c in self.levels.items():
+            c.load(state["levels"][d])
+        self.replay.load(state["replay"])
+        self.norm.load(state["norm"])
+        for d, s in self.scaffolds.items():
+            s.load(state["scaffolds"][d])
+        self.drift.load(state["drift"])
