@@ -48,8 +48,9 @@ class MixingConfig(Strict):
     ema: float = Field(default=0.3, gt=0, le=1, description="advantage: weight of the newest step in the running mean |advantage|.")
     window: int = Field(default=8, ge=2, description="improving: steps of per-domain mean reward the slope is fitted on.")
     balance: Literal["trained", "drawn"] = Field(
-        default="trained", description="trained: draw the domain whose trained-plus-in-flight groups lag its share most "
-        "(holds the trained ratio when domains differ in speed); drawn: a weighted coin per draw, as before.")
+        default="drawn", description="drawn: a weighted coin per draw (the orchestrator's draw, reproducible from (seed, k)); "
+        "trained: draw the domain whose trained-plus-in-flight groups lag its share most (holds the trained ratio "
+        "when domains differ in speed; the sampler's state goes into the checkpoint).")
     horizon: int | None = Field(default=None, ge=1, description="trained balance: forget trained counts with this "
                                 "half-life in groups, so a changed target is reached within about that many "
                                 "groups (None: the whole run counts).")
