@@ -664,3 +664,15 @@ def test_envs_show_scores_the_references() -> None:
     shown = json.loads(out.output)
     assert shown["components"] == ["correct", "credit"] and any("max_prompt_tokens" in o for o in shown["options"])
     assert [t["verdict"]["value"] for t in shown["tasks"]] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("reply, value, flag", [
+    ("Yes", 1.0, None), ("Yes, it is met", 1.0, None), ("Yes, no breach occurred", 1.0, None),
+    ("Not met", 0.0, None), ("yes or no", 0.0, "hedged"), ("Yes/No", 0.0, "hedged"),
+    ("met, or not met", 0.0, "hedged"), ("no and yes", 0.0, "hedged"),
+])
+def test_a_yes_no_part_refuses_a_reply_that_offers_both_verdicts(reply, value, flag):
+    key = AnswerKey(parts=[Part(label="a", kind="boolean", value=True)])
+    verdict = check(key, f"<answer>{reply}</answer>")
+    assert verdict.score.value == value, verdict.score.explanation
+    assert (flag in verdict.flags) if flag else "hedged" not in verdict.flags

@@ -77,6 +77,10 @@ YES_FIRST = re.compile(r"^(yes|y|true|met|pass|passes|passed|compliant|complies|
 NO_FIRST = re.compile(r"^(no|n|false|not|fail|fails|failed|breach|breached|violated|non compliant|noncompliant)\b")
 NO_ANY = re.compile(r"\b(not met|not in compliance|not satisfied|not compliant|breach\w*|violat\w*|fail\w*|non compliant)\b")
 YES_ANY = re.compile(r"\b(met|in compliance|complies|satisfied|passes)\b")
+# both verdicts offered ("yes or no", "yes/no", "met, or not met"): a hedge, never right
+_Y, _N = r"(yes|true|met|pass(?:es)?)", r"(no|false|not(?: met)?|fail(?:s)?)"
+HEDGE = re.compile(rf"\b{_Y}\s*(\bor\b|\band\b)\s*{_N}\b|\b{_N}\s*(\bor\b|\band\b)\s*{_Y}\b"
+                   r"|^(yes|true)\s+(no|false)$|^(no|false)\s+(yes|true)$")  # normalised, "yes/no" reads "yes no"
 
 
 class Part(BaseModel):
@@ -243,6 +247,8 @@ def score_part(part: Part, given: str | None) -> PartResult:
     given = given.strip()
     if part.kind == "boolean":
         g = _norm_text(given)
+        if HEDGE.search(g):
+            return PartResult(credit=0.0, flags=["hedged"], why=f"both answers given: {given[:40]!r}")
         said = (False if NO_FIRST.match(g) else True if YES_FIRST.match(g)
                 else False if NO_ANY.search(g) else True if YES_ANY.search(g) else None)
         if said is None:
