@@ -312,3 +312,19 @@ def test_envs_show_scores_the_references() -> None:
     out = runner.invoke(app, ["envs", "show", "legal", "--n", "3"], env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert "max_document_tokens" in out.output and out.output.count("1.0") >= 3
+
+
+def test_a_permission_answer_that_offers_both_verdicts_gets_no_verdict_credit():
+    domain = build_domain(DomainSection(name="legal", env="legal", options={"kinds": ["condition"]}), 0)
+    plugin = get_plugin("legal")
+    seen = set()
+    for i in range(12):
+        task = domain.source.train_task(i)
+        reference = task.metadata["reference"].removeprefix("<answer>").removesuffix("</answer>")
+        verdict, rest = reference.split(maxsplit=1)  # "Yes," / "No." and the clause and condition
+        seen.add(verdict.strip(",."))
+        for hedged in (f"Yes or no, {rest}", f"No or yes, {rest}", f"Yes/No. {rest}"):
+            v = asyncio.run(plugin.verify(task, f"<answer>{hedged}</answer>", BuildContext()))
+            assert v.score.value == 0.0, (task.id, hedged, v.score.explanation)
+        assert asyncio.run(plugin.verify(task, task.metadata["reference"], BuildContext())).score.value == 1.0
+    assert seen == {"Yes", "No"}  # both kinds of verdict were tried

@@ -496,7 +496,9 @@ def _q_extract(c: Contract, rng: random.Random) -> Question:
 
 def _q_condition(c: Contract, rng: random.Random) -> Question:
     p = rng.choice(c.facts["permissions"])
-    yes, no = r"^\W*(yes|permitted|allowed)\b", r"^\W*(no|not permitted|prohibited)\b"
+    # a verdict at the start, not hedged with the other one ("Yes or no", "Yes/No", "No and yes")
+    hedge = r"(?!\W*(or|and|/)\W*(yes|no|not|permitted|allowed|prohibited)\b)"
+    yes, no = rf"^\W*(yes|permitted|allowed)\b{hedge}", rf"^\W*(no|not permitted|prohibited)\b{hedge}"
     clause_re = r"(?<![\d.])" + re.escape(p.clause) + r"(?![\d])"
     if p.allowed:
         rubric = [{"id": "verdict", "weight": 1, "description": "Says it is permitted", "patterns": [yes]},
