@@ -21,10 +21,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from practicum.domains.annotations import AnswerKey
 from practicum.domains.legal.checks import _eyecite, citation_text
+from practicum.domains.legal.question import TextQuestion
 
 CITATION_KINDS = ("citation_find", "citation_list", "citation_court")
 
@@ -184,32 +184,21 @@ def _reads_back(p: Passage) -> bool:
     return got == want
 
 
-@dataclass
-class CitationQuestion:
-    kind: str
-    tier: int
-    context: str
-    question: str
-    instruction: str
-    key: AnswerKey
-    reference: str
-    meta: dict[str, Any]
 
-
-def ask(p: Passage, kind: str, rng: random.Random) -> CitationQuestion:
+def ask(p: Passage, kind: str, rng: random.Random) -> TextQuestion:
     context = f"An extract from a judicial opinion:\n\n{p.text}"
     if kind == "citation_find":
         c = rng.choice(p.cites)
         ds = [{"value": f"{c.volume} {c.reporter} {c.pin}", "label": "pin_cite_as_page"}]
         ds += [{"value": o.cite, "label": "other_case"} for o in p.cites if o is not c]
         key = AnswerKey.model_validate(dict(answer_type="citation", gold=c.cite, distractors=ds))
-        return CitationQuestion(kind, 1, context, f"Which case does the extract cite for the proposition that "
+        return TextQuestion(kind, 1, context, f"Which case does the extract cite for the proposition that "
                                 f"{c.proposition}? Give its citation: volume, reporter and first page.",
                                 "For example <answer>123 F.3d 456</answer>.", key, f"<answer>{c.cite}</answer>",
                                 {"case": c.name})
     if kind == "citation_list":
         key = AnswerKey.model_validate(dict(answer_type="citation_set", gold=[c.cite for c in p.cites]))
-        return CitationQuestion(kind, 2, context, "List every case that the extract cites in full (volume, reporter, "
+        return TextQuestion(kind, 2, context, "List every case that the extract cites in full (volume, reporter, "
                                 "first page), in the order they appear. Leave out statutes, Id. citations and short "
                                 "citations of a case already cited.",
                                 "One citation per line, for example <answer>\n123 F.3d 456\n45 A.3d 12\n</answer>.", key,
@@ -218,7 +207,7 @@ def ask(p: Passage, kind: str, rng: random.Random) -> CitationQuestion:
     c = rng.choice(p.cites)
     key = AnswerKey.model_validate(dict(answer_type="court", gold=c.court,
                     distractors=[{"value": o.court, "label": "other_case_court"} for o in p.cites if o.court != c.court]))
-    return CitationQuestion(kind, 2, context, f"Which court decided {c.name}, as cited in the extract?",
+    return TextQuestion(kind, 2, context, f"Which court decided {c.name}, as cited in the extract?",
                             "Name the court, for example <answer>Court of Appeals for the Ninth Circuit</answer>.", key,
                             f"<answer>{court_name(c.court)}</answer>", {"case": c.name, "cite": citation_text(
                                 (str(c.volume), c.reporter, str(c.page)))})

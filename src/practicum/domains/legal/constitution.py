@@ -16,9 +16,9 @@ import random
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from practicum.domains.annotations import AnswerKey
+from practicum.domains.legal.question import TextQuestion
 from practicum.errors import TaskError
 
 CONSTITUTION_KINDS = ("constitution_topic", "constitution_xref")
@@ -77,23 +77,12 @@ def topic_pool(max_chars: int) -> tuple[str, ...]:
     return tuple(n for n, a in arts.items() if n != "0" and len(a.text) <= max_chars and titles[a.title.casefold()] == 1)
 
 
-@dataclass
-class ConstitutionQuestion:
-    kind: str
-    tier: int
-    context: str
-    question: str
-    instruction: str
-    key: AnswerKey
-    reference: str
-    meta: dict[str, Any]
-
 
 def _quote(a: Article) -> str:
     return f"Article {a.number}.\n{a.text}"
 
 
-def topic_question(number: str, rng: random.Random, max_chars: int) -> ConstitutionQuestion:
+def topic_question(number: str, rng: random.Random, max_chars: int) -> TextQuestion:
     arts = articles()
     target = arts[number]
     others = [n for n in topic_pool(max_chars) if n != number]
@@ -103,18 +92,18 @@ def topic_question(number: str, rng: random.Random, max_chars: int) -> Constitut
     question = f"Which of the articles quoted above is the one titled \"{target.title}\"?"
     key = AnswerKey.model_validate(dict(answer_type="clause", gold=f"Article {number}",
                     distractors=[{"value": f"Article {n}", "label": "other_article"} for n in chosen if n != number]))
-    return ConstitutionQuestion("constitution_topic", 1, context, question,
+    return TextQuestion("constitution_topic", 1, context, question,
                                 "Answer with the article number only, for example <answer>Article 14</answer>.", key,
                                 f"<answer>Article {number}</answer>", {"article": number, "quoted": chosen})
 
 
-def xref_question(number: str) -> ConstitutionQuestion:
+def xref_question(number: str) -> TextQuestion:
     a = articles()[number]
     refs = references(a)
     context = f"Article {a.number} of the Constitution of India ({a.title}):\n{a.text}"
     question = f"Which other articles of the Constitution does Article {a.number} refer to? List every one."
     key = AnswerKey.model_validate(dict(answer_type="clause_set", gold=[f"Article {n}" for n in refs]))
-    return ConstitutionQuestion("constitution_xref", 1 if len(refs) == 1 else 2, context, question,
+    return TextQuestion("constitution_xref", 1 if len(refs) == 1 else 2, context, question,
                                 "Put one article number per line inside the tags, for example "
                                 "<answer>\nArticle 14\nArticle 19\n</answer>.", key,
                                 "<answer>\n" + "\n".join(f"Article {n}" for n in refs) + "\n</answer>",

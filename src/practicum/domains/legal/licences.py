@@ -36,9 +36,9 @@ import random
 import re
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from practicum.domains.annotations import AnswerKey
+from practicum.domains.legal.question import TextQuestion
 from practicum.errors import TaskError
 
 LICENCE_KINDS = ("license_permission", "license_identify")
@@ -135,19 +135,8 @@ def permission_tasks(max_tokens: int | None) -> list[tuple[str, str]]:
     return out
 
 
-@dataclass
-class LicenceQuestion:
-    kind: str
-    tier: int
-    context: str
-    question: str
-    instruction: str
-    key: AnswerKey
-    reference: str
-    meta: dict[str, Any]
 
-
-def permission_question(key: str, scenario: str) -> LicenceQuestion:
+def permission_question(key: str, scenario: str) -> TextQuestion:
     lic = choosealicense()[key]
     answer = scenario_answer(lic, scenario)
     assert answer is not None
@@ -165,7 +154,7 @@ def permission_question(key: str, scenario: str) -> LicenceQuestion:
     k = AnswerKey.model_validate(dict(answer_type="fields", gold=gold, field_types={"permitted": "label", "conditions": "license_conditions"}))
     ref = f"<answer>\npermitted: {permitted}\nconditions: {'; '.join(labels) or 'none'}\n</answer>"
     tier = 1 if len(conds) <= 1 else 2 if len(conds) <= 3 else 3
-    return LicenceQuestion("license_permission", tier, context, question, instruction, k, ref,
+    return TextQuestion("license_permission", tier, context, question, instruction, k, ref,
                            {"licence": lic.spdx, "scenario": scenario})
 
 
@@ -236,7 +225,7 @@ def lid_version(lid: str) -> str:
     return re.sub(r"-(only|or-later)$", "", lid)
 
 
-def identify_question(lid: str, rng: random.Random) -> LicenceQuestion:
+def identify_question(lid: str, rng: random.Random) -> TextQuestion:
     lics = spdx_licences()
     lic = lics[lid]
     family = sorted(x for x in lics if _family(x) == _family(lid) and x != lid)
@@ -249,5 +238,5 @@ def identify_question(lid: str, rng: random.Random) -> LicenceQuestion:
     k = AnswerKey.model_validate(dict(answer_type="label", gold=lid, aliases=list(_same_text_ids()[lid]),
                   distractors=[{"value": c, "label": "similar_licence"} for c in choices if c != lid]))
     versioned = re.search(r"\d", lid) is not None
-    return LicenceQuestion("license_identify", 3 if versioned else 2, context, question, instruction, k, f"<answer>{lid}</answer>",
+    return TextQuestion("license_identify", 3 if versioned else 2, context, question, instruction, k, f"<answer>{lid}</answer>",
                            {"licence": lid, "choices": choices})
