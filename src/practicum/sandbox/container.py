@@ -46,6 +46,9 @@ from practicum.sandbox import shipped
 from practicum.sandbox.base import Limits, SessionOptions
 
 ROOT_BASE = 0x5C000000  # host uid/gid of the container's root; ROOT_BASE + k for uid k inside
+# where the stage script assembles the root: inside the session's private mount namespace, on a
+# tmpfs it mounts over /run there (nothing of the host's /run is touched)
+STAGE = "/run/practicum"
 ID_COUNT = 65536
 TOPS = ("usr", "etc", "var")  # machine folders shown copy-on-write (the rest of / is the image's)
 SERVER_INSIDE = "/opt/practicum/forkserver.py"
@@ -131,10 +134,10 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
     for layer in spec.layers:
         if not os.path.isdir(layer):
             raise SandboxError(f"image layer {layer} does not exist")
-    stage = {"uid_base": ROOT_BASE, "uid_count": ID_COUNT, "tops": list(TOPS), "layers": list(spec.layers),
+    stage = {"stage": STAGE, "uid_base": ROOT_BASE, "uid_count": ID_COUNT, "tops": list(TOPS), "layers": list(spec.layers),
              "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()], "dotfiles": DOTFILES,
              "upper_mb": limits.workspace_mb, "inodes": max(4096, limits.workspace_mb * INODES_PER_MB)}
-    args = [nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "--chroot", "/run/practicum/root", "--rw",
+    args = [nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "--chroot", f"{STAGE}/root", "--rw",
             "-D", options.workdir, "-u", f"0:{ROOT_BASE}:{ID_COUNT}", "-g", f"0:{ROOT_BASE}:{ID_COUNT}"]
     for cap in DOCKER_CAPS:
         args += ["--cap", cap]
@@ -154,7 +157,7 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
             raise SandboxError(f"bind: host path {host!r} does not exist")
         if writable:
             raise SandboxError(f"bind {inside}: container sessions take read-only binds only")
-        args += ["-R", f"/run/practicum/binds/{len(staged)}:{inside}"]
+        args += ["-R", f"{STAGE}/binds/{len(staged)}:{inside}"]
         staged.append(os.path.realpath(host))
     stage["binds"] = staged
     if limits.network:

@@ -6,7 +6,8 @@ the session. Standard library only; it is run with ``python -I -S`` for a quick 
 
     python -I -S container_stage.py CONFIG_JSON -- nsjail ARGS...
 
-The root it builds at ``/run/practicum/root``:
+The root it builds at ``STAGE/root`` (``STAGE`` from the config: ``/run/practicum``, under the
+tmpfs this script mounts over ``/run`` in its private namespace):
 
 * ``/`` is an overlay: the session's writable layer over the image's layers over a skeleton
   (top-level folders and the machine's ``/bin -> usr/bin``-style links);
@@ -36,7 +37,6 @@ MOVE_MOUNT_F_EMPTY_PATH = 0x4
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_IDMAP = 0x100000
 SYS_open_tree, SYS_move_mount, SYS_mount_setattr = 428, 429, 442  # x86_64 and aarch64 share these
-RUN = "/run/practicum"
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC = 0x1, 0x20, 0x1000, 0x4000
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -164,22 +164,23 @@ def mask(entries: list[list[str]], layers: list[str], rw: str, base: int) -> Non
 
 def main() -> None:
     config = json.loads(sys.argv[1])
+    run = config["stage"]  # a folder under /run, where this script mounts its own tmpfs
     argv = sys.argv[sys.argv.index("--") + 1:]
     base, count = config["uid_base"], config["uid_count"]
     tops: list[str] = config["tops"]  # machine folders shown through overlays: usr, etc, var
     layers: list[str] = config["layers"]  # image layers, newest first
     mount("practicum-run", "/run", "tmpfs", 0, "mode=0755,size=8m")
-    for d in ("/run/user", RUN):
+    for d in ("/run/user", run):
         os.makedirs(d, exist_ok=True)
     os.chmod("/run/user", 0o1777)  # nsjail's own scratch folders
     rw = config.get("upper")
     if rw is None:  # a run: the session's writes go to a private, capped tmpfs
-        rw = f"{RUN}/rw"
+        rw = f"{run}/rw"
         os.makedirs(rw)
         mount("practicum-rw", rw, "tmpfs", 0, f"size={config['upper_mb']}m,nr_inodes={config['inodes']},mode=0755")
     ns_fd = userns_fd(base, count)
-    skeleton(f"{RUN}/skel", tops, base, config.get("dotfiles"))
-    root = f"{RUN}/root"
+    skeleton(f"{run}/skel", tops, base, config.get("dotfiles"))
+    root = f"{run}/root"
     os.makedirs(root)
     for name in ["_root", *tops]:
         _mkdir(f"{rw}/upper/{name}", base, 0o755)
@@ -187,9 +188,9 @@ def main() -> None:
     mask(config.get("mask", []), layers, rw, base)
     lowers = [f"{layer}/upper/_root" for layer in layers if os.path.isdir(f"{layer}/upper/_root")]
     mount("overlay", root, "overlay", 0,
-          f"lowerdir={':'.join([*lowers, f'{RUN}/skel'])},upperdir={rw}/upper/_root,workdir={rw}/work/_root")
+          f"lowerdir={':'.join([*lowers, f'{run}/skel'])},upperdir={rw}/upper/_root,workdir={rw}/work/_root")
     for name in tops:
-        view = f"{RUN}/host/{name}"
+        view = f"{run}/host/{name}"
         os.makedirs(view)
         idmapped_view(f"/{name}", view, ns_fd)
         lowers = [f"{layer}/upper/{name}" for layer in layers if os.path.isdir(f"{layer}/upper/{name}")]
@@ -199,7 +200,7 @@ def main() -> None:
     # host paths to bind inside, made reachable first: nsjail binds them from inside the
     # sandbox's user namespace, which cannot traverse folders only the host's root may enter
     for i, host in enumerate(config.get("binds", [])):
-        staged = f"{RUN}/binds/{i}"
+        staged = f"{run}/binds/{i}"
         os.makedirs(os.path.dirname(staged), exist_ok=True)
         if os.path.isdir(host):
             os.mkdir(staged)
