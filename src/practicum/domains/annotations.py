@@ -198,8 +198,8 @@ class Distractor(_Strict):
     label: str
 
 
-class AnswerKey(_Strict):
-    """What a reply is scored against (``Task.target`` of annotated and generated tasks)."""
+class _KeyFields(_Strict):
+    """The fields of an answer key, shared by :class:`AnswerKey` and :class:`AnnotatedTask`."""
 
     answer_type: str = "label"
     gold: Any = None
@@ -210,6 +210,10 @@ class AnswerKey(_Strict):
     field_types: dict[str, str] = Field(default_factory=dict)
     distractors: list[Distractor] = Field(default_factory=list)
     rubric: list[RubricItem] = Field(default_factory=list)
+
+
+class AnswerKey(_KeyFields):
+    """What a reply is scored against (``Task.target`` of annotated and generated tasks)."""
 
     @model_validator(mode="after")
     def _something_to_check(self) -> AnswerKey:
@@ -238,23 +242,15 @@ class Annotation(_Strict):
     rationale: str = ""
 
 
-class AnnotatedTask(_Strict):
-    """One task of a ``practicum-annotated/1`` file (module docstring)."""
+class AnnotatedTask(_KeyFields):
+    """One task of a ``practicum-annotated/1`` file (module docstring): the answer key's fields
+    and these."""
 
     format: Literal["practicum-annotated/1"] | None = None
     id: str = Field(..., min_length=1)
     domain: str | None = None
     question: str = Field(..., min_length=1)
     context: str | None = None
-    answer_type: str = "label"
-    gold: Any = None
-    aliases: list[str] = Field(default_factory=list)
-    gold_weight: float = Field(default=1.0, ge=0)
-    tolerance: float = Field(default=0.0, ge=0)
-    unit: str | None = None
-    field_types: dict[str, str] = Field(default_factory=dict)
-    distractors: list[Distractor] = Field(default_factory=list)
-    rubric: list[RubricItem] = Field(default_factory=list)
     reference: str | None = None
     response: str | None = None
     annotations: list[Annotation] = Field(default_factory=list)
