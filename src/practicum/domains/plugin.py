@@ -43,7 +43,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -51,11 +51,13 @@ from practicum.envs.base import Domain
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
 
+M = TypeVar("M", bound=BaseModel)
+
 if TYPE_CHECKING:
     from practicum.config import DomainSection
 
 __all__ = ["BuildContext", "DomainPlugin", "Options", "SourceOptions", "Verdict", "preamble", "read_task_json",
-           "resolve_path", "section_prompt", "validation_summary"]
+           "resolve_path", "section_prompt", "task_target", "validation_summary"]
 
 
 @dataclass
@@ -171,6 +173,15 @@ def held_out(section: DomainSection, size: int | None, default_size: int, seed: 
     n = size if size is not None else section.eval_size if "eval_size" in given else default_size
     s = seed if seed is not None else section.eval_seed if "eval_seed" in given else default_seed
     return n, s
+
+
+def task_target(task: Task, model: type[M], what: str) -> M:
+    """A task's ``target`` read as the plugin's key ``model``; one that is not raises TaskError
+    naming the task and the field (a task built elsewhere, or a stored task of an older format)."""
+    try:
+        return model.model_validate(task.target)
+    except ValidationError as e:
+        raise TaskError(f"task {task.id}: its target is not {what}: {validation_summary(e)}") from None
 
 
 def read_task_json(path: Path) -> Any:

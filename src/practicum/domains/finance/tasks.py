@@ -28,7 +28,7 @@ import practicum.domains.annotations as ann
 from practicum.domains.finance.env import DEFAULT_SYSTEM_PROMPT, EVAL_SEED, FinanceSource, answer_format
 from practicum.domains.finance.options import FinanceOptions
 from practicum.domains.finance.verifier import AnswerKey, Part, check, score_part
-from practicum.domains.plugin import Options, Verdict, read_task_json
+from practicum.domains.plugin import Options, Verdict, read_task_json, task_target
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 from practicum.records import Message, Score, Task
@@ -203,15 +203,9 @@ def _annotated_reference(key: ann.AnswerKey) -> str | None:
 async def score(task: Task, reply: str, judge: ann.Judge | None = None) -> Verdict:
     """Score one reply to a generated, file or annotated finance task."""
     if task.metadata.get("source") == "annotated":
-        try:
-            key = ann.AnswerKey.model_validate(task.target)
-        except ValidationError as e:
-            raise TaskError(f"task {task.id}: its target is not an annotated answer key: {_where(e)}") from None
+        key = task_target(task, ann.AnswerKey, "an annotated answer key")
         v = await ann.grade(key, reply, str(task.metadata.get("question", "")), judge, COMPARATORS)
         comps = {"correct": float(v.score.value >= 1.0), "credit": v.score.value, **v.score.components}
         return Verdict(Score(value=v.score.value, components=comps, explanation=v.score.explanation), v.flags)
-    try:
-        fkey = AnswerKey.model_validate(task.target)
-    except ValidationError as e:
-        raise TaskError(f"task {task.id}: its target is not a finance answer key: {_where(e)}") from None
+    fkey = task_target(task, AnswerKey, "a finance answer key")
     return check(fkey, reply)

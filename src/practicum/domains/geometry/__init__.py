@@ -38,8 +38,8 @@ from practicum.domains.plugin import (
     preamble,
     resolve_path,
     section_prompt,
+    task_target,
 )
-from practicum.errors import TaskError
 from practicum.records import Task
 
 __all__ = ["GeometryOptions", "GeometryPlugin", "plugin"]
@@ -138,10 +138,7 @@ class GeometryPlugin:
         from practicum.domains.geometry.tasks import GeometryTask
         from practicum.domains.geometry.verifier import LIMITS, GeometryVerifier
 
-        try:
-            spec = GeometryTask.model_validate(task.target)
-        except ValueError as e:
-            raise TaskError(f"task {task.id}: its target is not a geometry task: {e}") from None
+        spec = task_target(task, GeometryTask, "a geometry task")
         sessions = _sessions(ctx, None, LIMITS, 1)
         try:
             verdict = await GeometryVerifier(sessions).verify(spec, answer)

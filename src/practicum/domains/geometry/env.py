@@ -22,6 +22,7 @@ from typing import Any
 
 from practicum.domains.geometry.tasks import TIERS, GeometryTask, Tier, draw, eval_set, user_message
 from practicum.domains.geometry.verifier import CAD_SOURCE, GeometryVerdict, GeometryVerifier
+from practicum.domains.plugin import task_target
 from practicum.envs.base import Observation, cycle_index
 from practicum.errors import TaskError
 from practicum.records import Message, Task
@@ -114,10 +115,7 @@ class GeometryEnv:
 
     async def reset(self, task: Task) -> Observation:
         self.task = task
-        try:
-            self.spec = GeometryTask.model_validate(task.target)
-        except ValueError as e:
-            raise TaskError(f"task {task.id}: its target is not a geometry task: {e}") from None
+        self.spec = task_target(task, GeometryTask, "a geometry task")
         return Observation(messages=list(task.prompt))
 
     def tools(self) -> list[Tool]:

@@ -14,7 +14,7 @@ import practicum.domains.annotations as ann
 from practicum.domains.annotations import JudgeOptions
 from practicum.domains.legal import citations, constitution, contracts, licences
 from practicum.domains.legal.checks import COMPARATORS
-from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, resolve_path
+from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, resolve_path, task_target
 from practicum.envs.base import Observation, SingleTurnEnv, cycle_index
 from practicum.errors import ConfigError, TaskError
 from practicum.records import Message, Task
@@ -168,10 +168,7 @@ class AnnotatedSource:
 # --- the environment ------------------------------------------------------------------------------
 
 async def score(task: Task, reply: str, judge: ann.Judge | None) -> Verdict:
-    try:
-        key = ann.AnswerKey.model_validate(task.target)
-    except ValueError as e:
-        raise TaskError(f"task {task.id}: its target is not a legal answer key: {e}") from None
+    key = task_target(task, ann.AnswerKey, "a legal answer key")
     question = str(task.metadata.get("question") or task.prompt[-1].content)
     return await ann.grade(key, reply, question, judge, COMPARATORS)
 

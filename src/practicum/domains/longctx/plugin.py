@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError, model_validator
 from practicum.domains.longctx.corpus import CorpusName
 from practicum.domains.longctx.env import ANSWER_FORMAT, EVAL_SEED, EVAL_SIZE, Haystacks, LongctxDomain, LongctxSource
 from practicum.domains.longctx.verifier import AnswerKey, check
-from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, read_task_json
+from practicum.domains.plugin import BuildContext, Options, Verdict, held_out, preamble, read_task_json, task_target
 from practicum.errors import TaskError
 from practicum.records import Message, Task
 
@@ -99,10 +99,7 @@ class LongctxPlugin:
         return load_task(path)
 
     async def verify(self, task: Task, answer: str, ctx: BuildContext) -> Verdict:
-        try:
-            key = AnswerKey.model_validate(task.target)
-        except ValidationError as e:
-            raise TaskError(f"task {task.id}: its target is not a longctx answer key: {e.errors()[0]['msg']}") from None
+        key = task_target(task, AnswerKey, "a longctx answer key")
         return check(key, answer)
 
 

@@ -16,6 +16,7 @@ from practicum.domains.plugin import (
     read_task_json,
     resolve_path,
     section_prompt,
+    task_target,
     validation_summary,
 )
 from practicum.domains.scene.env import DEFAULT_SYSTEM_PROMPT, EVAL_SEED, EVAL_SIZE, SceneDomain, SceneSource, to_task
@@ -61,10 +62,7 @@ class ScenePlugin:
         return load_task(path)
 
     async def verify(self, task: Task, answer: str, ctx: BuildContext) -> Verdict:
-        try:
-            spec = SceneTask.model_validate(task.target)
-        except ValidationError as e:
-            raise TaskError(f"task {task.id}: its target is not a scene task: {validation_summary(e)}") from None
+        spec = task_target(task, SceneTask, "a scene task")
         return check(spec, answer)
 
 

@@ -39,6 +39,7 @@ from practicum.domains.plugin import (
     preamble,
     resolve_path,
     section_prompt,
+    task_target,
 )
 from practicum.domains.sql.datasets import DATASETS
 from practicum.domains.sql.tasks import SqlTask, Tier, builtin_tasks, load_task_file, load_tasks
@@ -138,10 +139,7 @@ class SqlPlugin:
         return _to_task(load_task_file(path))
 
     async def verify(self, task: Task, answer: str, ctx: BuildContext) -> Verdict:
-        try:
-            sql_task = SqlTask.model_validate(task.target)
-        except ValueError as e:
-            raise TaskError(f"task {task.id}: its target is not a sql task: {e}") from None
+        sql_task = task_target(task, SqlTask, "a sql task")
         key = (ctx.home, "duckdb")
         verifier = _VERIFIERS.get(key)
         if verifier is None:
