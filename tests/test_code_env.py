@@ -72,7 +72,7 @@ def test_humaneval_ships_all_164_problems_with_their_field_names_mapped():
     ('{"prompt": "x", "entry_point": "f", "test": "assert True"}\n', r"must define check\(candidate\)"),
     ('{"prompt": "x", "entry_point": "not a name", "test": "def check(c): pass"}\n', r"not a Python name"),
     ('{"prompt": "x", "entry_point": "f", "test": "def check(c): pass", "colour": 1}\n', r"colour: Extra inputs"),
-    ('[1, 2]\n', r"bad\.jsonl:1: a task must be a JSON object"),
+    ('[1, 2]\n', r"bad\.jsonl:1: a code task must be a JSON object"),
     ('{"id": "a", "prompt": "x", "entry_point": "f", "test": "def check(c): pass"}\n' * 2, r"task id 'a' occurs twice"),
     ("\n\n", r"bad\.jsonl: no tasks"),
 ])

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from practicum.config import DomainSection
 
 __all__ = ["BuildContext", "DomainPlugin", "Options", "SourceOptions", "Verdict", "preamble", "read_task_json",
-           "resolve_path", "section_prompt", "task_target", "validation_summary"]
+           "parse_task", "resolve_path", "section_prompt", "task_target", "validation_summary"]
 
 
 @dataclass
@@ -173,6 +173,17 @@ def held_out(section: DomainSection, size: int | None, default_size: int, seed: 
     n = size if size is not None else section.eval_size if "eval_size" in given else default_size
     s = seed if seed is not None else section.eval_seed if "eval_seed" in given else default_seed
     return n, s
+
+
+def parse_task(data: Any, model: type[M], where: str, what: str) -> M:
+    """One task object of a task file read as the plugin's ``model``; anything else raises
+    TaskError naming ``where`` (the file, and line) and the fields at fault."""
+    if not isinstance(data, dict):
+        raise TaskError(f"{where}: a {what} task must be a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise TaskError(f"{where}: invalid {what} task: {validation_summary(e)}") from None
 
 
 def task_target(task: Task, model: type[M], what: str) -> M:

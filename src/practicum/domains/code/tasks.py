@@ -21,8 +21,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from practicum.domains.plugin import parse_task
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 from practicum.verify.code import CodeTests
@@ -107,13 +108,7 @@ def is_code(text: str) -> bool:
 # --- loading ------------------------------------------------------------------------------------
 
 def _task_from(data: Any, where: str, default_id: str) -> CodeTask:
-    if not isinstance(data, dict):
-        raise TaskError(f"{where}: a task must be a JSON object, got {type(data).__name__}")
-    try:
-        task = CodeTask.model_validate(data)
-    except ValidationError as e:
-        lines = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'task'}: {err['msg']}" for err in e.errors())
-        raise TaskError(f"{where}: invalid code task: {lines}") from None
+    task = parse_task(data, CodeTask, where, "code")
     if task.id is None:
         task = task.model_copy(update={"id": default_id})
     return task

@@ -36,9 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from practicum.domains.plugin import validation_summary
+from practicum.domains.plugin import parse_task
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 
@@ -115,12 +115,7 @@ class GeometryTask(_Strict):
 # --- files --------------------------------------------------------------------------------------
 
 def task_from(data: Any, where: str, default_id: str) -> GeometryTask:
-    if not isinstance(data, dict):
-        raise TaskError(f"{where}: a geometry task must be a JSON object, got {type(data).__name__}")
-    try:
-        task = GeometryTask.model_validate(data)
-    except ValidationError as e:
-        raise TaskError(f"{where}: invalid geometry task: {validation_summary(e)}") from None
+    task = parse_task(data, GeometryTask, where, "geometry")
     return task if task.id is not None else task.model_copy(update={"id": default_id})
 
 

@@ -5,24 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from practicum.domains.plugin import (
     BuildContext,
     Options,
     Verdict,
     held_out,
+    parse_task,
     preamble,
     read_task_json,
     resolve_path,
     section_prompt,
     task_target,
-    validation_summary,
 )
 from practicum.domains.scene.env import DEFAULT_SYSTEM_PROMPT, EVAL_SEED, EVAL_SIZE, SceneDomain, SceneSource, to_task
 from practicum.domains.scene.schema import SceneTask, Tier
 from practicum.domains.scene.verifier import COMPONENTS, check
-from practicum.errors import ConfigError, TaskError
+from practicum.errors import ConfigError
 from practicum.records import Message, Task
 
 
@@ -69,12 +69,7 @@ class ScenePlugin:
 def load_task(path: Path) -> Task:
     """One scene task from a JSON file (docs/scene.md); errors name the file and the field."""
     data = read_task_json(path)
-    if not isinstance(data, dict):
-        raise TaskError(f"{path}: a scene task must be a JSON object, got {type(data).__name__}")
-    try:
-        t = SceneTask.model_validate(data)
-    except ValidationError as e:
-        raise TaskError(f"{path}: invalid scene task: {validation_summary(e)}") from None
+    t = parse_task(data, SceneTask, str(path), "scene")
     return to_task(t, "scene", [Message(role="system", content=DEFAULT_SYSTEM_PROMPT)], t.id or f"scene/{Path(path).stem}")
 
 

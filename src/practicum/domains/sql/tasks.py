@@ -24,8 +24,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from practicum.domains.plugin import parse_task
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 
@@ -60,13 +61,7 @@ class SqlTask(BaseModel):
 
 
 def _task_from(data: Any, where: str, default_id: str) -> SqlTask:
-    if not isinstance(data, dict):
-        raise TaskError(f"{where}: a sql task must be a JSON object, got {type(data).__name__}")
-    try:
-        task = SqlTask.model_validate(data)
-    except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'task'}: {err['msg']}" for err in e.errors())
-        raise TaskError(f"{where}: invalid sql task: {problems}") from None
+    task = parse_task(data, SqlTask, where, "sql")
     return task if task.id is not None else task.model_copy(update={"id": default_id})
 
 
