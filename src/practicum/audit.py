@@ -37,13 +37,17 @@ class AuditReport:
     missing_draws: list[int] = field(default_factory=list)
     trained_twice: list[str] = field(default_factory=list)
     unsettled_episodes: list[str] = field(default_factory=list)
+    replayed: Counter = field(default_factory=Counter)  # group id -> times replayed (curriculum.replay)
+    replayed_untrained: list[str] = field(default_factory=list)  # replayed, but never trained itself: a bug
+    curriculum: list[str] = field(default_factory=list)  # curriculum decisions: "step N kind: line"
     retried_episodes: int = 0
     requeued_groups: int = 0
     reverted_groups: int = 0
 
     @property
     def ok(self) -> bool:
-        return not (self.in_flight or self.missing_draws or self.trained_twice or self.unsettled_episodes)
+        return not (self.in_flight or self.missing_draws or self.trained_twice or self.unsettled_episodes
+                    or self.replayed_untrained)
 
     def lines(self) -> list[str]:
         out = [f"drawn {self.drawn} groups: " + ", ".join(f"{k} {v}" for k, v in sorted(self.groups.items()))]
@@ -52,6 +56,11 @@ class AuditReport:
         out.append("episodes: " + ", ".join(f"{k} {v}" for k, v in sorted(self.episodes.items())))
         out.append(f"retried episodes {self.retried_episodes}, re-queued groups {self.requeued_groups}, "
                    f"reverted updates {self.reverted_groups}")
+        if self.replayed:
+            out.append(f"replayed {sum(self.replayed.values())} time(s), {len(self.replayed)} group(s) "
+                       "(each also trained once when fresh; a replay is not a second training)")
+        for line in self.curriculum:
+            out.append(f"  curriculum {line}")
         out.append(f"lost {len(self.missing_draws)}, in flight {len(self.in_flight)}, "
                    f"trained twice {len(self.trained_twice)}, unsettled episodes {len(self.unsettled_episodes)}")
         if self.in_flight:
@@ -63,6 +72,8 @@ class AuditReport:
             out.append(f"  trained more than once: {', '.join(self.trained_twice[:10])}")
         if self.unsettled_episodes:
             out.append(f"  episodes of trained groups neither trained nor failed: {', '.join(self.unsettled_episodes[:10])}")
+        if self.replayed_untrained:
+            out.append(f"  replayed but never trained: {', '.join(self.replayed_untrained[:10])}")
         out.append("audit: OK" if self.ok else "audit: FAILED")
         return out
 
@@ -75,7 +86,11 @@ def audit(store: Store) -> AuditReport:
     seen = set(draws)
     rep.missing_draws = [k for k in range(draws[-1] + 1) if k not in seen] if draws else []
     trained_in: Counter = Counter()
-    for _t, entity, eid, _gid, state, reason, _step, _ver in store.events():
+    for _t, entity, eid, _gid, state, reason, step, _ver in store.events():
+        if entity == "replay":
+            rep.replayed[eid] += 1
+        elif entity == "curriculum":
+            rep.curriculum.append(f"step {step} {state}: {reason}")
         if entity == "group":
             if state == GroupState.trained.value:
                 trained_in[eid] += 1
@@ -90,6 +105,8 @@ def audit(store: Store) -> AuditReport:
             rep.reasons[(state, (reason or "(no reason given)").split(":")[0])] += 1
         if state not in SETTLED:
             rep.in_flight.append(gid)
+        if gid in rep.replayed and state != GroupState.trained.value:
+            rep.replayed_untrained.append(gid)
         want = 1 if state == GroupState.trained.value else 0
         if trained_in[gid] > want:
             rep.trained_twice.append(gid)

@@ -24,6 +24,7 @@ class Checkpoints:
     def __init__(self, run_dir: Path, keep: int) -> None:
         self.dir = run_dir / "checkpoints"
         self.keep = keep
+        self.pinned: set[int] = set()  # steps whose checkpoint is never pruned (the drift guard's last good one)
 
     def all(self) -> list[Path]:
         if not self.dir.is_dir():
@@ -39,7 +40,8 @@ class Checkpoints:
         path = self.dir / f"step_{step:06d}"
         trainer.save(path, state)
         for old in self.all()[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            if int(old.name.split("_")[1]) not in self.pinned:
+                shutil.rmtree(old, ignore_errors=True)
         return path
 
 

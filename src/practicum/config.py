@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from practicum.curriculum.parts import CurriculumConfig
+from practicum.curriculum.replay import check_correction
 from practicum.errors import ConfigError
 
 
@@ -167,6 +169,8 @@ class RunConfig(_Strict):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     eval: EvalSection = Field(default_factory=EvalSection)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig,
+                                         description="Training across domains: mixing, filter, pools, levels, replay, shaping, scaffold, drift guard (docs/curriculum.md). Every part is off by default.")
     base_dir: str = Field(".", description="(set on load) folder of the config file, for relative paths.", exclude=True)
 
     @model_validator(mode="after")
@@ -174,6 +178,11 @@ class RunConfig(_Strict):
         names = [d.name for d in self.domains]
         if len(set(names)) != len(names):
             raise ValueError(f"domain names must be unique, got {names}")
+        self.curriculum.check_domains(names)
+        if self.curriculum.replay.enabled:
+            check_correction(self.algorithm.off_policy)
+        if self.curriculum.drift.enabled and not self.run.eval_every:
+            raise ValueError("curriculum.drift needs run.eval_every: the guard checks each periodic held-out evaluation")
         return self
 
 

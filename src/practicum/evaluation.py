@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from practicum.curriculum.scaffold import is_scaffolded
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Domain
 from practicum.records import GroupState
@@ -81,6 +82,9 @@ async def evaluate(
     for dom in domains:
         t_dom = time.perf_counter()
         tasks = dom.source.eval_tasks()[:limit]
+        helped = [t.id for t in tasks if is_scaffolded(t)]
+        if helped:  # a held-out score is the policy's own: a scaffold's help must never reach it
+            raise ValueError(f"domain {dom.name!r}: held-out tasks carry a training scaffold: {', '.join(helped[:5])}")
         groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
                                   max_tokens, max_seconds)
         for g in groups:

@@ -24,6 +24,7 @@ import torch
 from practicum import algorithms as A
 from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
+from practicum.curriculum.driver import Driver
 from practicum.domains import build_domain, get_plugin
 from practicum.engines.base import Engine, SamplingParams
 from practicum.engines.batching import BatchingEngine
@@ -47,26 +48,41 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def build_samples(groups: list[Group], kind: A.AdvantageKind) -> tuple[list[Sample], float]:
+def group_advantages(groups: list[Group], kind: A.AdvantageKind,
+                     rewards: dict[str, float] | None = None) -> dict[str, list[float]]:
+    """Group-normalised advantages of each group's trainable episodes, by group id, from their
+    rewards (``rewards``: a shaped reward per episode id, else each episode's own)."""
+    out: dict[str, list[float]] = {}
+    for g in groups:
+        eps = [e for e in g.episodes if e.trainable]
+        if not eps:
+            out[g.id] = []
+            continue
+        vals = torch.tensor([rewards[e.id] if rewards is not None else e.reward for e in eps],
+                            dtype=torch.float32).unsqueeze(0)  # [1, n]
+        out[g.id] = A.group_advantages(vals, kind)[0].tolist()
+    return out
+
+
+def build_samples(groups: list[Group], kind: A.AdvantageKind,
+                  rewards: dict[str, float] | None = None) -> tuple[list[Sample], float]:
     """Group-normalised advantages -> training samples. Returns also the fraction of groups
     whose rewards were all equal (no learning signal).
 
     Only trainable episodes count (:attr:`~practicum.records.Episode.trainable`): one that
     failed before the model spoke has nothing to train on, and one that an infrastructure
     failure ended (its retries spent) is kept out of the loss and out of its group's baseline.
+    ``rewards`` (episode id -> reward) replaces the episodes' own rewards: shaped ones.
     """
     samples: list[Sample] = []
     uniform = 0
+    advantages = group_advantages(groups, kind, rewards)
     for g in groups:
         eps = [e for e in g.episodes if e.trainable]
-        if not eps:  # nothing the model said can be trained on: no signal
+        adv = advantages[g.id]
+        if all(abs(a) < 1e-9 for a in adv):  # nothing to train on, or all rewards equal (centred to 0): no signal
             uniform += 1
-            continue
-        rewards = torch.tensor([e.reward for e in eps], dtype=torch.float32).unsqueeze(0)  # [1, n]
-        adv = A.group_advantages(rewards, kind)[0]  # [n]
-        if float(rewards.max() - rewards.min()) < 1e-9:
-            uniform += 1
-        for ep, a in zip(eps, adv.tolist()):
+        for ep, a in zip(eps, adv):
             ids, mask, logps = ep.training_sequence()
             samples.append(Sample(ids, mask, logps, a))
     return samples, uniform / max(len(groups), 1)
@@ -124,12 +140,13 @@ class Run:
         self.metrics = MetricsWriter(self.run_dir)
         r = cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
+        self.driver = Driver(cfg.curriculum, self.domains, self.weights, cfg.run.seed, self.store)
         self.orch = Orchestrator(
             self.domains, self.weights, self.engine, self.store,
             Limits(r.group_size, r.prompts_per_step, params, r.max_turns, r.max_episode_tokens, r.max_episode_seconds),
             Policy(cfg.async_.max_staleness, dict(cfg.async_.domain_concurrency), dict(cfg.async_.retries),
                    min(cfg.async_.min_episodes, r.group_size)),
-            cfg.run.seed, log)
+            cfg.run.seed, log, planner=self.driver)
         self.start_step = 0
         self.train_seconds = 0.0
         self._throughput_mark = (0, time.perf_counter())  # (engine tokens, time) at the last step's end
@@ -145,11 +162,12 @@ class Run:
     def save_checkpoint(self, step: int) -> Path:
         return self.checkpoints.save(self.trainer, step, {
             "next_step": step + 1, "train_seconds": self.train_seconds, "model_path": str(self.model_path),
-            "mode": self.cfg.trainer.mode, "sampler": {"kind": "stateless", "seed": self.cfg.run.seed}})
+            "mode": self.cfg.trainer.mode, "sampler": {"kind": "stateless", "seed": self.cfg.run.seed},
+            "curriculum": self.driver.state()})
 
     def _resume(self) -> None:
         old = self.store.get_meta("config") or {}
-        for key in ("model", "domains", "rollout", "algorithm", "trainer"):
+        for key in ("model", "domains", "rollout", "algorithm", "trainer", "curriculum"):
             if old.get(key) != self.cfg.model_dump(mode="json")[key]:
                 raise CheckpointError(f"cannot resume: config section {key!r} differs from the stored run's")
         if old.get("run", {}).get("seed") != self.cfg.run.seed:
@@ -157,24 +175,67 @@ class Run:
         latest = self.checkpoints.latest()
         if latest is not None:
             state = self.trainer.load(latest)
+            if "curriculum" in state:
+                self.driver.load(state["curriculum"])
             self.start_step = int(state["next_step"]) - 1
             self.train_seconds = float(state.get("train_seconds", 0.0))
             self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
         self._checkpoint_step = self.start_step
+        self._pin_last_good()
         self.store.drop_after(self.start_step, kind="eval")
         self.store.drop_metrics_after(self.start_step)
         where = f"from {latest.name} (step {self.start_step})" if latest else "with no checkpoint yet, from step 1"
         self._resume_note = where
 
+    def _pin_last_good(self) -> None:
+        """Under the drift guard's roll-back, the checkpoint of the last good evaluation is kept."""
+        good = self.driver.cur.drift.last_good
+        self.checkpoints.pinned = {good} if good is not None and self.cfg.curriculum.drift.reaction == "rollback" else set()
+
+    async def rollback(self, to_step: int) -> None:
+        """Put back the policy (and optimizer) of step ``to_step``'s checkpoint. The clock goes on:
+        the weights become a new policy version, so groups generated by the discarded weights
+        are stale (dropped at ``max_staleness`` 0, corrected like any stale group otherwise)."""
+        path = self.checkpoints.dir / f"step_{to_step:06d}"
+        version = self.trainer.version
+        self.trainer.load(path)
+        self.trainer.version = version + 1
+        await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
+        self.orch.version = self.driver.version = self.trainer.version
+        self.driver.cur.drift.rolled_back(to_step)
+
     # --- the loop -----------------------------------------------------------------------------
     async def evaluate(self, step: int, limit: int | None = None) -> EvalResult:
+        """Held-out evaluation of every domain (never scaffolded), then the drift guard's
+        verdicts and reactions (curriculum.drift)."""
         res = await evaluate(self.engine, self.domains, self.cfg.eval.max_new_tokens, self.cfg.rollout.max_turns,
                              self.store, step, limit, self.cfg.rollout.max_episode_tokens,
                              self.cfg.rollout.max_episode_seconds)
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
         self.store.add_metrics(step, "eval", flat)
         self.metrics.write(step, "eval", flat)
+        await self._guard(step, res)
         return res
+
+    async def _guard(self, step: int, res: EvalResult) -> None:
+        drift = self.cfg.curriculum.drift
+        if not drift.enabled:
+            return
+        decisions = self.driver.on_eval(step, res.per_task)
+        for d in decisions:
+            if d.regressed:
+                self.log(f"drift guard at step {step}: {d.line()}")
+        back = next((d.rollback_to for d in decisions if d.action == "rollback" and d.rollback_to is not None), None)
+        if back is not None:
+            await self.rollback(back)
+            self.log(f"drift guard: rolled back to the checkpoint of step {back} (policy version {self.trainer.version})")
+            if (self.checkpoints.dir / f"step_{step:06d}").is_dir():  # a resume must not restore the discarded weights
+                self.save_checkpoint(step)
+        elif drift.reaction == "rollback" and self.driver.cur.drift.last_good == step:
+            # a good evaluation: its checkpoint is the one a later roll-back goes to
+            if not (self.checkpoints.dir / f"step_{step:06d}").is_dir():
+                self.save_checkpoint(step)
+        self._pin_last_good()
 
     async def start(self) -> None:
         """Start the orchestrator (settling what a crash left first, on resume)."""
@@ -183,6 +244,8 @@ class Run:
             self.log(f"resume: {self._resume_note}; {done['reverted']} group(s) whose update was lost go back to "
                      f"the queue, {done['kept_ready']} ready group(s) kept, {done['requeued']} re-queued")
         self.orch.remaining = (self.cfg.run.steps - self.start_step) * self.cfg.rollout.prompts_per_step
+        self.driver.resync(self.orch.in_flight.values())
+        self.driver.version, self.driver.step = self.trainer.version, self.start_step + 1
         await self.orch.start(self.trainer.version)
         self._throughput_mark = (self.engine.tokens, time.perf_counter())
 
@@ -190,16 +253,26 @@ class Run:
         cfg = self.cfg
         t0 = time.perf_counter()
         counts0 = dict(self.orch.counts)
-        groups = await self.orch.next_batch(cfg.rollout.prompts_per_step)
+        driver = self.driver
+        driver.step, driver.version = step, self.trainer.version
+        driver.step_counts.clear()
+        fresh_n, replayed = driver.replay_batch(cfg.rollout.prompts_per_step)
+        groups = await driver.take(self.orch, fresh_n)
         wait_seconds = time.perf_counter() - t0
-        samples, uniform = build_samples(groups, cfg.algorithm.advantage)
+        trained = groups + replayed
+        r = cfg.rollout
+        rewards, shaping = driver.rewards(trained, r.max_episode_tokens or r.max_new_tokens * r.max_turns)
+        advantages = group_advantages(trained, cfg.algorithm.advantage, rewards)
+        samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
         stats = await asyncio.to_thread(self.trainer.update, samples, cfg.rollout.temperature or 1.0)
         if not stats["skipped"]:
             await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
         lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]
+        driver.version, driver.step = self.trainer.version, step + 1  # groups drawn from now on are for the next step
         self.orch.trained(groups, step, self.trainer.version)
+        driver.after_update(groups, replayed, advantages)
         gen_tokens = sum(len(t.completion_ids) for g in groups for e in g.episodes for t in e.turns)
         # generation throughput: what the engine produced since the last step ended (for any
         # group, trained now or later, and any evaluation between) over that wall time - with
@@ -224,6 +297,8 @@ class Run:
             "episode_errors": sum(len(e.errors) for g in groups for e in g.episodes),
             "step_seconds": time.perf_counter() - t0,
             "policy_version": self.trainer.version,
+            **driver.metrics(trained, step),
+            **shaping,
         }
         for dom, section in zip(self.domains, cfg.domains):
             eps = [e for g in groups if g.task.domain == dom.name for e in g.episodes]
@@ -234,8 +309,10 @@ class Run:
                 vals = [e.score.components.get(comp) for e in eps if e.score and comp in e.score.components]
                 if vals:
                     m[f"{dom.name}/{comp}"] = sum(vals) / len(vals)  # type: ignore[arg-type]
-        self.store.add_metrics(step, "train", m)
-        self.metrics.write(step, "train", m)
+        numeric = {k: v for k, v in m.items() if isinstance(v, (int, float))}
+        self.store.add_metrics(step, "train", numeric)
+        self.metrics.write(step, "train", numeric)
+        m["notes"], driver.notes = driver.notes, []  # curriculum decisions since the last step, for the summary
         return m
 
     def summary(self, step: int, m: dict[str, Any]) -> str:
@@ -244,8 +321,12 @@ class Run:
         mismatch = f" | mismatch {m['mismatch_abs_logp']:.4f}" if "mismatch_abs_logp" in m else ""
         lost = "".join(f" {m[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")
                        if m.get(k))
+        cur = "".join(f" {int(m[k])} {k.split('_')[0]}" for k in ("filtered_groups", "replayed_groups") if m.get(k))
+        cur += "".join(f" | scaffold {d.name} {m[f'{d.name}/scaffold_level']:.2f}" for d in self.domains
+                       if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)
+        notes = "".join(f" | {n}" for n in m.get("notes", []))
         return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss}{mismatch} | lag {m['lag_mean']:.2f}"
-                f"{lost} | {m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s")
+                f"{lost}{cur} | {m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s{notes}")
 
     async def aclose(self) -> None:
         await self.orch.close()
@@ -261,8 +342,10 @@ class Run:
 
 
 async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = False,
-                      log: Callable[[str], None] = print, progress: Any = None) -> TrainResult:
-    run = Run(cfg, resume=resume, overwrite=overwrite, log=log)
+                      log: Callable[[str], None] = print, progress: Any = None, run: Run | None = None) -> TrainResult:
+    """The whole run; ``run``: a :class:`Run` built by the caller with its own parts (a test's
+    domains), else one built from ``cfg``."""
+    run = run if run is not None else Run(cfg, resume=resume, overwrite=overwrite, log=log)
     try:
         await run.start()
         before = None

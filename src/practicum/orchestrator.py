@@ -45,10 +45,11 @@ import dataclasses
 import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from practicum.engines.base import SamplingParams
 from practicum.envs.base import Domain
-from practicum.records import TERMINAL_GROUP, Episode, EpisodeState, Group, GroupState
+from practicum.records import TERMINAL_GROUP, Episode, EpisodeState, Group, GroupState, Task
 from practicum.rollout import run_episode
 from practicum.store import Store
 
@@ -64,11 +65,33 @@ def draw_seed(seed: int, draw: int) -> int:
     return (seed * 1_000_003 + draw * 7919 + 17) % (2**31)
 
 
-def draw_task(domains: list[Domain], weights: list[float], seed: int, k: int):
+def draw_task(domains: list[Domain], weights: list[float], seed: int, k: int) -> Task:
     """The k-th drawn task of a run: a pure function of (seed, k)."""
     rng = random.Random(draw_seed(seed, k))
     d = rng.choices(range(len(domains)), weights=weights, k=1)[0]
     return domains[d].source.train_task(k)
+
+
+class Planner(Protocol):
+    """What decides the run's k-th task, and hears what became of each group: the
+    orchestrator's seam for a curriculum (:class:`practicum.curriculum.driver.Driver`)."""
+
+    def plan(self, k: int) -> Task: ...
+
+    def settled(self, group: Group, trained: bool) -> None: ...
+
+
+class WeightedDraw:
+    """The plain planner: a domain by weight, then its task ``k`` (:func:`draw_task`)."""
+
+    def __init__(self, domains: list[Domain], weights: list[float], seed: int) -> None:
+        self.domains, self.weights, self.seed = domains, weights, seed
+
+    def plan(self, k: int) -> Task:
+        return draw_task(self.domains, self.weights, self.seed, k)
+
+    def settled(self, group: Group, trained: bool) -> None:
+        pass
 
 
 @dataclass
@@ -95,8 +118,10 @@ class Policy:
 
 class Orchestrator:
     def __init__(self, domains: list[Domain], weights: list[float], engine, store: Store, limits: Limits,
-                 policy: Policy, seed: int, log: Callable[[str], None] = print) -> None:
+                 policy: Policy, seed: int, log: Callable[[str], None] = print,
+                 planner: Planner | None = None) -> None:
         self.domains, self.weights = domains, weights
+        self.planner = planner if planner is not None else WeightedDraw(domains, weights, seed)
         self.by_name = {d.name: d for d in domains}
         self.engine, self.store, self.limits, self.policy = engine, store, limits, policy
         self.seed, self.log = seed, log
@@ -165,7 +190,7 @@ class Orchestrator:
     def draw(self) -> Group:
         k = self.next_draw
         self.next_draw += 1
-        task = draw_task(self.domains, self.weights, self.seed, k)
+        task = self.planner.plan(k)
         group = Group(id=f"g{k:08d}", task=task, draw=k, state=GroupState.queued, policy_version=self.version)
         self.store.record_group(group, self.version, "drawn")
         return group
@@ -206,6 +231,7 @@ class Orchestrator:
             self.counts["failed_groups"] += 1
             self.store.record_group(group, self.version)
             self._settled(group)
+            self.planner.settled(group, trained=False)
             return
         group.state = GroupState.ready
         self.store.record_group(group, self.version)
@@ -263,6 +289,7 @@ class Orchestrator:
         self.counts["dropped"] += 1
         self.store.record_group(group, self.version)
         self._settled(group)
+        self.planner.settled(group, trained=False)
 
     def trained(self, groups: list[Group], step: int, version: int) -> None:
         """Record that ``groups`` were trained by ``step`` (now at ``version``) and admit more."""
@@ -274,6 +301,7 @@ class Orchestrator:
                     e.state = EpisodeState.trained
             self.store.record_group(g, version)
             self._settled(g)
+            self.planner.settled(g, trained=True)
         if self.remaining is not None:
             self.remaining -= len(groups)
 

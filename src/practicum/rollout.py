@@ -42,6 +42,7 @@ class _Live:
     env: Environment
     ids: list[int]  # the full context so far, as token ids
     tools: list[dict[str, Any]] | None = None  # schemas rendered by the chat template (None: not, or none)
+    prefix: str = ""  # forced start of the next reply (a scaffold's), context for the model, part of the reply for the env
 
 
 async def run_episodes(
@@ -169,11 +170,23 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
     renderer = engine.renderer
     if tools and renderer.supports_tools:
         ep.info.tools_presented = "chat_template"
-        return _Live(ep, env, renderer.chat_ids(ep.messages, tools=tools), tools)
-    if tools:  # the documented system-prompt convention (practicum.tools)
-        ep.messages = with_tool_prompt(ep.messages, tools)
-        ep.info.tools_presented = "system_prompt"
-    return _Live(ep, env, renderer.chat_ids(ep.messages))
+        live = _Live(ep, env, renderer.chat_ids(ep.messages, tools=tools), tools)
+    else:
+        if tools:  # the documented system-prompt convention (practicum.tools)
+            ep.messages = with_tool_prompt(ep.messages, tools)
+            ep.info.tools_presented = "system_prompt"
+        live = _Live(ep, env, renderer.chat_ids(ep.messages))
+    prefix = forced_prefix(task)
+    if prefix:  # its tokens follow the generation cue as context: in the prompt ids, never trained on (mask 0)
+        live.prefix = prefix
+        live.ids = live.ids + renderer.text_ids(prefix)
+    return live
+
+
+def forced_prefix(task: Task) -> str:
+    """The forced start of the first reply a scaffolded task carries (see
+    :mod:`practicum.curriculum.scaffold`), or ""."""
+    return str((task.metadata.get("scaffold") or {}).get("prefix") or "")
 
 
 async def _end(x: _Live, reason: EndReason, message: str) -> None:
@@ -198,6 +211,7 @@ async def _end(x: _Live, reason: EndReason, message: str) -> None:
 
 async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> None:
     ep = x.episode
+    reply, x.prefix = x.prefix + completion.text, ""  # the environment reads the forced prefix as part of the reply
     ep.turns.append(
         Turn(
             prompt_ids=list(x.ids),
@@ -209,10 +223,10 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
             gen_seconds=completion.seconds,
         )
     )
-    ep.messages.append(Message(role="assistant", content=completion.text))
+    ep.messages.append(Message(role="assistant", content=reply))
     x.ids = x.ids + completion.ids
     try:
-        obs = await x.env.step(completion.text)
+        obs = await x.env.step(reply)
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()

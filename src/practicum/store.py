@@ -143,6 +143,15 @@ class Store:
             self.db.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)",
                             (now, "episode", ep.id, group_id, ep.state.value, ep.reason, step, version))
 
+    def record_event(self, entity: str, eid: str, state: str, reason: str, step: int, version: int,
+                     group_id: str = "") -> None:
+        """An event that is not a lifecycle transition: a group replayed (entity ``replay``), a
+        curriculum decision (entity ``curriculum``: a drift reaction, a scaffold removed, a level
+        changed). The audit reads them (:mod:`practicum.audit`)."""
+        with self._tx():
+            self.db.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?)",
+                            (time.time(), entity, eid, group_id, state, reason, step, version))
+
     def forget_episodes(self, group_id: str, keep: set[str]) -> None:
         """Delete the episode rows of a group except ``keep`` (a re-queued group's old attempts;
         their events stay)."""

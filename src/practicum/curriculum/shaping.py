@@ -76,7 +76,8 @@ class ShapedReward(BaseModel):
 
 def attempt_of(episode: Episode) -> Attempt:
     """An episode's replies, generated tokens and score (an unscored episode scores 0)."""
-    return Attempt(reply="\n".join(t.text for t in episode.turns),
+    replies = [m.content for m in episode.messages if m.role == "assistant"]  # a forced prefix included
+    return Attempt(reply="\n".join(replies or [t.text for t in episode.turns]),
                    tokens=sum(len(t.completion_ids) for t in episode.turns),
                    score=episode.score or Score(value=0.0, explanation="not scored"))
 

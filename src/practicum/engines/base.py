@@ -66,6 +66,10 @@ class Renderer(Protocol):
         the assistant cue; the ids already held are never re-tokenised."""
         ...
 
+    def text_ids(self, text: str) -> list[int]:
+        """The ids of plain ``text`` (no template): a forced start of a reply, after the cue."""
+        ...
+
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids``, without special tokens."""
         ...

@@ -62,6 +62,11 @@ class ChatRenderer:
             raise ValueError("chat template does not render conversations append-only")
         return self._ids(after[len(before):])
 
+    def text_ids(self, text: str) -> list[int]:
+        """The token ids of plain ``text`` (no template, no special tokens): e.g. a forced start
+        of a reply, appended after the generation cue."""
+        return self._ids(text)
+
     def decode(self, ids: list[int]) -> str:
         """The text of ``ids``, without special tokens."""
         return cast(str, self.tokenizer.decode(ids, skip_special_tokens=True))  # one sequence in, one text out

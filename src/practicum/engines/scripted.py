@@ -37,6 +37,9 @@ class ByteRenderer:
                    tools: list[dict[str, Any]] | None = None) -> list[int]:
         return list(render(new).encode())
 
+    def text_ids(self, text: str) -> list[int]:
+        return list(text.encode())
+
     def decode(self, ids: list[int]) -> str:
         return bytes(i for i in ids if i != EOS).decode(errors="replace")
 

@@ -46,7 +46,7 @@ class ToySource:
 
     def _task(self, target: str, split: str, index: int) -> Task:
         return Task(
-            id=f"toy/{split}/{index}",
+            id=f"{self.domain}/{split}/{index}",
             domain=self.domain,
             prompt=[Message(role="user", content=f"say {target}")],
             target=target,

@@ -105,6 +105,7 @@ class ReasoningGymSource:
         # list_functions) build all ``size`` up front, and word_ladder refuses more than 20,000.
         self.size = size
         self.params = params
+        self.tag = ""  # marks the task ids of a level source (with_params), so they never collide with the base's
         self.eval_candidates = min(size, eval_size * 50)
         try:
             self.train_ds = reasoning_gym.create_dataset(dataset, seed=seed, size=size, **params)
@@ -115,7 +116,7 @@ class ReasoningGymSource:
     def _task(self, entry: dict[str, Any], split: str, index: int) -> Task:
         prompt = [*self.preamble, Message(role="user", content=entry["question"])]
         return Task(
-            id=f"{self.dataset_name}/{split}/{index}",
+            id=f"{self.dataset_name}{self.tag}/{split}/{index}",
             domain=self.domain,
             prompt=prompt,
             target=entry["answer"],
@@ -128,9 +129,29 @@ class ReasoningGymSource:
         return {"seed": seed, "size": size, "params": jsonable(self.params), "index": index}
 
     def entry(self, task: Task) -> dict[str, Any]:
-        """The generator's own entry of one of this source's tasks."""
+        """The generator's own entry of one of this source's tasks (a task of one of its level
+        sources, drawn at other parameters, is drawn again from its ``metadata["draw"]``)."""
         draw = task.metadata["draw"]
+        if draw.get("params", {}) != jsonable(self.params):
+            return drawn_entry(self.dataset_name, draw)
         return (self.train_ds if draw["seed"] == self.seed and draw["size"] == self.size else self.eval_ds)[draw["index"]]
+
+    def with_params(self, params: dict[str, Any], tag: str) -> ReasoningGymSource:
+        """The same source generating its training tasks with ``params`` over its own (a level of
+        a curriculum, :mod:`practicum.curriculum.difficulty`). Task ids carry ``tag``; the held-out
+        set stays the base parameters' (and stays out of training)."""
+        import copy
+
+        import reasoning_gym
+
+        merged = {**self.params, **params}
+        level = copy.copy(self)
+        level.params, level.tag = merged, tag
+        try:
+            level.train_ds = reasoning_gym.create_dataset(self.dataset_name, seed=self.seed, size=self.size, **merged)
+        except (TypeError, AssertionError, ValueError) as e:
+            raise TaskError(f"reasoning-gym {self.dataset_name!r} rejects level params {merged}: {e}") from e
+        return level
 
     @cached_property
     def _eval_entries(self) -> list[tuple[int, dict[str, Any]]]:

@@ -1,0 +1,334 @@
+"""The curriculum wired into the real loop (tiny model, toy domains): draws, the forced prefix,
+the filter with refill, replay, the scaffold, levels, checkpointed state, and a domain made to
+regress on purpose that the drift guard catches and reacts to as configured."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from contextlib import closing
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from practicum.audit import audit
+from practicum.config import load_config
+from practicum.curriculum.driver import Driver
+from practicum.curriculum.parts import CurriculumConfig
+from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
+from practicum.engines.base import SamplingParams
+from practicum.engines.scripted import ScriptedEngine
+from practicum.envs.base import Observation
+from practicum.envs.toy import ToyDomain, ToyEnv
+from practicum.errors import CheckpointError, ConfigError
+from practicum.loop import Run, train_async
+from practicum.orchestrator import draw_task
+from practicum.records import GroupState, Message, Task
+from practicum.rollout import run_episode
+from practicum.scoring import RewardWeights
+from practicum.store import Store
+
+ALPHA, BETA = ("seven", "three"), ("one", "two")
+
+
+def two_domains(tiny_run_config, run_dir: str, curriculum: dict | None = None, *overrides: str):
+    """The tiny config with two domain sections (alpha, beta) and a curriculum section; the
+    domains themselves are toy domains passed to Run."""
+    raw = json.loads(tiny_run_config.path.read_text())
+    section = raw["domains"][0]
+    raw["domains"] = [{**section, "name": "alpha"}, {**section, "name": "beta"}]
+    if curriculum is not None:
+        raw["curriculum"] = curriculum
+    path = tiny_run_config.path.with_name(f"{run_dir}.yaml")
+    path.write_text(json.dumps(raw))
+    return load_config(path, [f"run.dir={path.parent / run_dir}", *overrides])
+
+
+def toy(name: str, targets, eval_size: int = 16, **kw) -> ToyDomain:
+    return ToyDomain(name, targets, seed=3, eval_size=eval_size, **kw)
+
+
+# --- the draw -------------------------------------------------------------------------------------
+def test_default_curriculum_draws_exactly_the_plain_draw():
+    """With every part off, the driver's k-th task is draw_task's: a config without the section
+    trains as before."""
+    doms = [toy("alpha", ALPHA), toy("beta", BETA)]
+    store = Store(":memory:")
+    drv = Driver(CurriculumConfig(), doms, [1.0, 3.0], seed=7, store=store)
+    assert [drv.plan(k) for k in range(200)] == [draw_task(doms, [1.0, 3.0], 7, k) for k in range(200)]
+
+
+class SlowEnv(ToyEnv):
+    """A toy environment that takes ``delay`` seconds to score: a slow, sandboxed domain."""
+
+    def __init__(self, name: str, delay: float) -> None:
+        super().__init__(name)
+        self.delay = delay
+
+    async def step(self, reply: str) -> Observation:
+        await asyncio.sleep(self.delay)
+        return await super().step(reply)
+
+
+class SlowDomain(ToyDomain):
+    def __init__(self, *a, delay: float, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.delay = delay
+
+    def make_env(self) -> SlowEnv:
+        return SlowEnv(self.name, self.delay)
+
+
+def trained_by_domain(store: Store) -> Counter:
+    return Counter(g.task.domain for g in store.groups(state=GroupState.trained))
+
+
+@pytest.mark.parametrize("balance", ["drawn", "trained"])
+def test_trained_mix_under_unequal_domain_speeds(tiny_run_config, tiny_model_path, balance):
+    """Beta's episodes take 40x longer than alpha's. Asynchronously (max_staleness 2) a weighted
+    coin per draw under-trains beta: fast groups overtake it in the queue and the run ends with
+    beta's groups still in flight. The deficit sampler holds the trained mix at the target (1:1)."""
+    cfg = two_domains(tiny_run_config, f"mix_{balance}", {"mixing": {"balance": balance}},
+                      "run.steps=12", "async.max_staleness=2", "rollout.prompts_per_step=4", "rollout.group_size=3",
+                      "async.min_episodes=2")
+    doms = [toy("alpha", ALPHA), SlowDomain("beta", BETA, seed=3, eval_size=4, delay=0.2)]
+    run = Run(cfg, domains=doms, log=lambda _m: None)
+    asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        counts = trained_by_domain(store)
+        assert audit(store).ok
+    share = counts["beta"] / sum(counts.values())
+    if balance == "trained":
+        assert abs(share - 0.5) <= 0.1, counts  # 48 groups: within 5 groups of the target
+    else:
+        assert share < 0.4, counts
+
+
+# --- the forced prefix ----------------------------------------------------------------------------
+class Recorder(ToyEnv):
+    def __init__(self) -> None:
+        super().__init__("alpha")
+        self.replies: list[str] = []
+
+    async def step(self, reply: str) -> Observation:
+        self.replies.append(reply)
+        return await super().step(reply)
+
+
+def test_forced_prefix_is_context_for_the_model_and_part_of_the_reply_for_the_env():
+    """A scaffold's prefix follows the generation cue in the prompt ids (trained with mask 0);
+    the environment scores prefix + reply, and the transcript shows them together."""
+    task = Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="user", content="say seven")],
+                target="seven", metadata={"scaffold": {"examples": 0, "hint": False, "prefix": "seven"}})
+    engine = ScriptedEngine(lambda _prompt, _call: "seven")
+    env = Recorder()
+    ep = asyncio.run(run_episode(task, env, engine, SamplingParams(max_new_tokens=8)))
+    (turn,) = ep.turns
+    cue = engine.renderer.chat_ids(task.prompt)
+    prefix_ids = engine.renderer.text_ids("seven")
+    assert prefix_ids and turn.prompt_ids == cue + prefix_ids
+    assert env.replies == ["seven" + turn.text] and ep.messages[-1].content == "seven" + turn.text
+    ids, mask, _ = ep.training_sequence()
+    assert ids[:len(turn.prompt_ids)] == turn.prompt_ids and not any(mask[:len(turn.prompt_ids)])
+
+
+# --- filter, replay, scaffold on the real loop --------------------------------------------------
+def test_filter_drops_groups_without_signal_and_refills(tiny_run_config, tiny_model_path):
+    """Under the band-pass filter no uniform group is trained; dropped ones carry the reason;
+    each step still trains prompts_per_step groups while the draw budget lasts; the audit holds."""
+    cfg = two_domains(tiny_run_config, "filter", {"filter": {"enabled": True, "max_draw_factor": 4}},
+                      "run.steps=6", "rollout.group_size=4")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        trained = store.groups(state=GroupState.trained)
+        assert trained and all(max(g.rewards) > min(g.rewards) for g in trained)
+        filtered = [g for g in store.groups(state=GroupState.dropped) if g.reason.startswith("filtered")]
+        assert filtered and all(max(g.rewards) - min(g.rewards) < 1e-9 for g in filtered)
+        assert audit(store).ok
+    assert sum(m["filtered_groups"] for m in res.history) == len(filtered)
+    for m in res.history:  # 3 per step unless the budget (4 x 3 draws) ran out
+        assert m["filtered_groups"] >= 9 or len([g for g in trained if g.step == res.history.index(m) + 1]) == 3
+
+
+def test_replay_trains_groups_again_corrected_and_the_audit_counts_it(tiny_run_config, tiny_model_path):
+    """Replayed groups are loaded from the store, trained with the off-policy correction, recorded
+    as replays (not second trainings), and the buffer survives a resume."""
+    cur = {"replay": {"enabled": True, "share": 0.34, "min_signal": 0.0, "max_age": 20}}
+    with pytest.raises(ConfigError, match="off_policy"):
+        two_domains(tiny_run_config, "replay_bad", cur)
+    cfg = two_domains(tiny_run_config, "replay", cur, "algorithm.off_policy=tis", "run.steps=6",
+                      "run.checkpoint_every=3")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    replayed = sum(m["replayed_groups"] for m in res.history)
+    assert replayed >= 4  # one of three groups per step once the buffer holds some
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        rep = audit(store)
+        assert rep.ok and sum(rep.replayed.values()) == replayed and not rep.trained_twice
+        assert any("replayed" in line for line in rep.lines())
+    state = json.loads((run.checkpoints.latest() / "state.json").read_text())
+    assert state["curriculum"]["replay"]["entries"]
+    resumed = two_domains(tiny_run_config, "replay", cur, "algorithm.off_policy=tis", "run.steps=8",
+                          "run.checkpoint_every=3")
+    again = Run(resumed, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    assert again.driver.cur.replay.state() == state["curriculum"]["replay"]
+    again.close()
+
+
+def test_scaffold_fades_and_never_reaches_evaluation(tiny_run_config, tiny_model_path):
+    """A hint scaffold on alpha: early groups are scaffolded (the hint in the prompt), none after
+    fade_end; the held-out tasks are never scaffolded; the level is in the step metrics."""
+    cur = {"scaffold": {"alpha": {"hint": "please say the word", "fade_start": 2, "fade_end": 6, "probe_share": 0.0,
+                                  "threshold": None}}}
+    cfg = two_domains(tiny_run_config, "scaffold", cur, "run.steps=8", "eval.before=true", "eval.after=true")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    levels = [m["alpha/scaffold_level"] for m in res.history]
+    assert levels == [1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0, 0.0]
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        alpha = [g for g in store.groups(state=GroupState.trained) if g.task.domain == "alpha"]
+        early = [g for g in alpha if g.step <= 2]
+        late = [g for g in alpha if g.step >= 6]
+        assert early and all("scaffold" in g.task.metadata for g in early)
+        assert all("please say the word" in g.task.prompt[-1].content for g in early)
+        assert late and not any("scaffold" in g.task.metadata for g in late)
+        evals = store.groups(kind="eval")
+        assert evals and not any("scaffold" in g.task.metadata for g in evals)
+
+
+# --- levels -----------------------------------------------------------------------------------------
+def test_level_sources_tag_their_ids_and_are_graded_at_their_own_parameters():
+    """A level source draws at its parameters under tagged ids, never from the held-out set; the
+    domain's environment grades its tasks against the level's own entries."""
+    src = ReasoningGymSource("arith", "chain_sum", {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+                             DEFAULT_SYSTEM_PROMPT, seed=0, eval_seed=10_000_019, eval_size=20)
+    dom = MathDomain("arith", src, RewardWeights())
+    hard = src.with_params({"min_digits": 3, "max_digits": 3}, "@L1")
+    for i in range(5):
+        t = hard.train_task(i)
+        assert t.id.startswith("chain_sum@L1/train/") and t.metadata["draw"]["params"]["min_digits"] == 3
+        assert all(len(n) == 3 for n in t.metadata["entry"]["question"].split(":")[-1].replace("=", " ")
+                   .replace("+", " ").replace("-", " ").split())
+        env = dom.make_env()
+        asyncio.run(env.reset(t))
+        right = asyncio.run(env.step(f"<answer>{t.target}</answer>"))
+        env2 = dom.make_env()
+        asyncio.run(env2.reset(t))
+        wrong = asyncio.run(env2.step(f"<answer>{int(t.target) + 1}</answer>"))
+        assert right.score.value == 1.0 and wrong.score.value < 1.0
+    assert src.train_task(0).id == "chain_sum/train/0"  # the base source is unchanged
+
+
+def test_levels_need_a_generated_domain(tiny_run_config):
+    cfg = two_domains(tiny_run_config, "levels_bad", {"levels": {"alpha": {"levels": [{"x": 1}]}}})
+    with pytest.raises(ValueError, match="takes no generator parameters"):
+        Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+
+
+def test_unknown_domain_in_a_curriculum_section_is_a_config_error(tiny_run_config):
+    with pytest.raises(ConfigError, match="no domain named alhpa"):
+        two_domains(tiny_run_config, "typo", {"scaffold": {"alhpa": {"hint": "x"}}})
+
+
+# --- drift guard: a domain made to regress on purpose -----------------------------------------------
+class PoisonEnv(ToyEnv):
+    """Training episodes of a poisoned domain score 1 - the true score once ``flag["on"]``;
+    held-out episodes always score truly."""
+
+    def __init__(self, name: str, flag: dict) -> None:
+        super().__init__(name)
+        self.flag = flag
+
+    async def step(self, reply: str) -> Observation:
+        obs = await super().step(reply)
+        if self.flag["on"] and "/train/" in self.task.id and obs.score is not None:
+            obs.score = obs.score.model_copy(update={"value": 1.0 - obs.score.value})
+        return obs
+
+
+class PoisonDomain(ToyDomain):
+    def __init__(self, *a, flag: dict, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.flag = flag
+
+    def make_env(self) -> PoisonEnv:
+        return PoisonEnv(self.name, self.flag)
+
+
+@pytest.mark.parametrize("reaction", ["warn", "upweight", "rollback"])
+def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path, reaction, tmp_path):
+    """Both domains learn for 40 steps; then beta's training reward is inverted (poisoned) and its
+    held-out score falls. The guard, on held-out evaluations every 5 steps, finds the drop
+    significant (paired test on the same tasks), reacts as configured, records it in the store,
+    shows it in the step summary and in the audit; nothing is flagged before the poison."""
+    flag = {"on": False}
+    cur = {"drift": {"enabled": True, "margin": 0.1, "patience": 1, "reaction": reaction, "min_tasks": 10}}
+    cfg = two_domains(tiny_run_config, f"drift_{reaction}", cur, "run.steps=90", "run.eval_every=5",
+                      "run.checkpoint_every=5", "run.keep_checkpoints=1", "rollout.prompts_per_step=8",
+                      "rollout.group_size=8", "trainer.lr=0.005", "eval.before=true", "eval.after=false")
+    torch.manual_seed(0)
+    random.seed(0)
+    lines: list[str] = []
+    run = Run(cfg, domains=[toy("alpha", ALPHA), PoisonDomain("beta", BETA, seed=3, eval_size=16, flag=flag)],
+              log=lines.append)
+    orig_step = run.train_step
+
+    async def step_with_poison(step: int):
+        flag["on"] = step > 40
+        return await orig_step(step)
+
+    run.train_step = step_with_poison  # type: ignore[method-assign]
+    caught: dict[str, object] = {}
+    orig_rollback = run.rollback
+
+    async def rollback(to_step: int) -> None:
+        await orig_rollback(to_step)
+        exported = run.trainer.export_weights()
+        saved = load_file(str(run.checkpoints.dir / f"step_{to_step:06d}" / "model.safetensors"))
+        caught.setdefault("same", all(torch.equal(exported[k], saved[k]) for k in saved))
+        caught.setdefault("to", to_step)  # the first roll-back (the poison stays on: more follow)
+
+    run.rollback = rollback  # type: ignore[method-assign]
+    asyncio.run(train_async(cfg, run=run, log=lines.append))
+
+    guard = [ln for ln in lines if ln.startswith("drift guard at step")]
+    assert guard and "beta:" in guard[0], lines
+    first = int(guard[0].split()[4].rstrip(":"))
+    assert first > 40  # no false alarm while both domains learned honestly
+    # (later, alpha may be flagged too: the poisoned updates move the weights both domains share)
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        events = [e for e in store.events() if e[1] == "curriculum"]
+        assert events and events[0][2] == "beta" and events[0][6] == first
+        assert f"drift:{reaction}" in {e[4] for e in events}
+        rep = audit(store)
+        assert rep.ok and any(f"drift:{reaction}" in line for line in rep.lines())
+    summaries = [ln for ln in lines if ln.startswith(f"step {first + 1}/")]
+    assert summaries and "beta" in summaries[0] and reaction in summaries[0]
+    if reaction == "upweight":
+        assert run.driver.weights()["beta"] in (2.0, 1.0)  # 2 while regressed; back to 1 once it is not
+        assert any(e[4] == "drift:upweight" and e[2] == "beta" for e in events)
+    if reaction == "rollback":
+        assert caught["same"] is True and caught["to"] <= first - 5
+        assert "rolled back to the checkpoint of step" in "\n".join(lines)
+
+
+def test_resume_restores_the_curriculum_and_refuses_a_changed_one(tiny_run_config, tiny_model_path):
+    cur = {"scaffold": {"alpha": {"hint": "please", "fade_end": 50, "window": 4, "threshold": 0.99}},
+           "mixing": {"balance": "trained"}}
+    cfg = two_domains(tiny_run_config, "resume", cur, "run.steps=4", "run.checkpoint_every=2")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    saved = json.loads((run.checkpoints.latest() / "state.json").read_text())["curriculum"]
+    assert saved["scaffolds"]["alpha"]["unaided"] or saved["sampler"]["trained"]["alpha"] > 0
+    more = two_domains(tiny_run_config, "resume", cur, "run.steps=6", "run.checkpoint_every=2")
+    again = Run(more, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    assert again.driver.state()["scaffolds"] == saved["scaffolds"]
+    assert again.driver.state()["sampler"]["trained"] == saved["sampler"]["trained"]
+    again.close()
+    changed = two_domains(tiny_run_config, "resume", {**cur, "mixing": {"balance": "drawn"}}, "run.steps=6")
+    with pytest.raises(CheckpointError, match="curriculum"):
+        Run(changed, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
