@@ -332,3 +332,20 @@ def test_resume_restores_the_curriculum_and_refuses_a_changed_one(tiny_run_confi
     changed = two_domains(tiny_run_config, "resume", {**cur, "mixing": {"balance": "drawn"}}, "run.steps=6")
     with pytest.raises(CheckpointError, match="curriculum"):
         Run(changed, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+
+
+def test_long_context_levels_change_the_haystack_length(tmp_path):
+    """A length curriculum on longctx: a level source draws at its own lengths under tagged ids;
+    the base source and its held-out set keep theirs."""
+    from practicum.domains.longctx import LongctxOptions
+    from practicum.domains.longctx.env import LongctxSource
+
+    opts = LongctxOptions.model_validate({"corpora": ["kjv"], "kinds": ["needle"], "lengths": [10000]})
+    base = LongctxSource("lc", opts, 3, tmp_path, [])
+    longer = base.with_params({"lengths": [20000]}, "@L1")
+    t = longer.train_task(0)
+    assert t.id.startswith("longctx@L1/kjv/needle/20000/")
+    assert base.train_task(0).id.startswith("longctx/kjv/needle/10000/")
+    assert all("/10000/" in e.id for e in base.eval_tasks()[:2])
+    with pytest.raises(Exception, match="lengths"):
+        base.with_params({"lengths": "long"}, "@L2")

@@ -10,6 +10,9 @@ orchestrator writes when each transition happens) and checks the invariant:
 * no group was trained twice: the number of times a group entered ``trained``, less the
   times a resume reverted a lost update, is 1 for a trained group and 0 for every other;
 * every episode of a trained group is trained or failed (a failed one was kept out of the loss).
+* a replayed group (``curriculum.replay``) was itself trained: a replay is recorded as a
+  ``replay`` event, not as a second training, and is listed with the curriculum's decisions
+  (drift reactions, level changes, a scaffold removed).
 
 ``practicum runs audit RUN`` prints the counts per state and reason and exits non-zero when the
 invariant does not hold.

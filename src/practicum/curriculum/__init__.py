@@ -2,8 +2,9 @@
 reward shaping, a fading scaffold and a drift guard (docs/curriculum.md).
 
 Each mechanism is a small module with its own config model and a plain-dict state for
-checkpoints; :class:`Curriculum` builds them all from a :class:`CurriculumConfig`. They are
-not wired into the training loop yet: the loop calls described in docs/curriculum.md are to come.
+checkpoints; :class:`Curriculum` builds them all from a :class:`CurriculumConfig`, the
+``curriculum:`` section of a run config. :class:`practicum.curriculum.driver.Driver` calls them
+from the training loop (docs/curriculum.md, "In the loop").
 """
 
 from practicum.curriculum.difficulty import (

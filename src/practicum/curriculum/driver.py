@@ -65,7 +65,7 @@ class Driver:
         for name in cfg.levels:
             if not hasattr(self.by_name[name].source, "with_params"):
                 raise ValueError(f"curriculum.levels.{name}: domain {name!r}'s task source takes no generator "
-                                 "parameters (levels work on generated domains: reasoning-gym sources)")
+                                 "parameters (levels work on generated domains: reasoning-gym and longctx sources)")
         self._sync_targets()
 
     # --- the draw -----------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ class LongctxSource:
 
     def __init__(self, domain: str, options: Any, seed: int, cache_dir: Path, system: list[Message]) -> None:
         self.domain, self.options, self.seed, self.cache_dir, self.system = domain, options, seed, cache_dir, system
+        self.tag = ""  # marks the task ids of a level source (with_params)
 
     def task(self, seed: int, index: int, length: int | None = None) -> Task:
         o = self.options
@@ -88,10 +89,20 @@ class LongctxSource:
             length = (o.lengths[min(index // o.ramp_every, len(o.lengths) - 1)] if o.schedule == "ramp"
                       else rng.choice(o.lengths))
         made = make(corpora.load(corpus_name), kind, rng.randrange(2**31), length, o.distractors, self.cache_dir)
-        return task_from(made, self.domain, o.mode, f"longctx/{corpus_name}/{kind}/{length}/{seed}-{index}", self.system)
+        return task_from(made, self.domain, o.mode, f"longctx{self.tag}/{corpus_name}/{kind}/{length}/{seed}-{index}",
+                         self.system)
 
     def train_task(self, index: int) -> Task:
         return self.task(self.seed, index)
+
+    def with_params(self, params: dict[str, Any], tag: str) -> LongctxSource:
+        """The same source drawing its training tasks with ``params`` over its options: a level
+        of a length curriculum (e.g. ``{lengths: [100000]}``, :mod:`practicum.curriculum.difficulty`).
+        Task ids carry ``tag``; the held-out set is the base options'."""
+        opts = type(self.options).model_validate({**self.options.model_dump(), **params})
+        level = LongctxSource(self.domain, opts, self.seed, self.cache_dir, self.system)
+        level.tag = tag
+        return level
 
     def eval_tasks(self) -> list[Task]:
         o = self.options
