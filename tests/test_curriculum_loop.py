@@ -26,7 +26,7 @@ from practicum.envs.toy import ToyDomain, ToyEnv
 from practicum.errors import CheckpointError, ConfigError
 from practicum.loop import Run, train_async
 from practicum.orchestrator import draw_task
-from practicum.records import GroupState, Message, Task
+from practicum.records import Group, GroupState, Message, Task
 from practicum.rollout import run_episode
 from practicum.scoring import RewardWeights
 from practicum.store import Store
@@ -349,3 +349,27 @@ def test_long_context_levels_change_the_haystack_length(tmp_path):
     assert all("/10000/" in e.id for e in base.eval_tasks()[:2])
     with pytest.raises(Exception, match="lengths"):
         base.with_params({"lengths": "long"}, "@L2")
+
+
+def test_filtered_groups_count_as_served_for_the_trained_balance():
+    """A domain whose groups the filter drops has had its turn: under balance 'trained' it is not
+    drawn again and again (it would starve the others), while a stale or failed group's domain is."""
+    doms = [toy("alpha", ALPHA), toy("beta", BETA)]
+    drv = Driver(CurriculumConfig.model_validate({"mixing": {"balance": "trained"}}), doms, [1.0, 1.0], seed=0,
+                 store=Store(":memory:"))
+    drawn = Counter()
+    for k in range(40):
+        task = drv.plan(k)
+        drawn[task.domain] += 1
+        g = Group(id=f"g{k}", task=task, draw=k)
+        if task.domain == "beta":  # every beta group is all-wrong: filtered
+            g.reason = "filtered: too hard (mean reward 0.00)"
+            drv.settled(g, trained=False)
+        else:
+            drv.settled(g, trained=True)
+    assert drawn == {"alpha": 20, "beta": 20}
+    stale = Driver(CurriculumConfig.model_validate({"mixing": {"balance": "trained"}}), doms, [1.0, 1.0], seed=0,
+                   store=Store(":memory:"))
+    first = stale.plan(0)
+    stale.settled(Group(id="g0", task=first, draw=0, reason="stale: generated 3 versions ago"), trained=False)
+    assert stale.plan(1).domain == first.domain  # it still lags: drawn again

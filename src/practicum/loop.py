@@ -319,8 +319,9 @@ class Run:
         rewards = " ".join(f"{d.name} {m[f'{d.name}/reward']:.2f}" for d in self.domains if f"{d.name}/reward" in m)
         loss = f"loss {m['loss']:+.4f} kl {m['kl']:.4f}" if "loss" in m else "no update (all groups uniform)"
         mismatch = f" | mismatch {m['mismatch_abs_logp']:.4f}" if "mismatch_abs_logp" in m else ""
-        lost = "".join(f" {m[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")
-                       if m.get(k))
+        shown = {**m, "dropped_groups": m.get("dropped_groups", 0) - int(m.get("filtered_groups", 0))}  # filtered: below
+        lost = "".join(f" {shown[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")
+                       if shown.get(k))
         cur = "".join(f" {int(m[k])} {k.split('_')[0]}" for k in ("filtered_groups", "replayed_groups") if m.get(k))
         cur += "".join(f" | scaffold {d.name} {m[f'{d.name}/scaffold_level']:.2f}" for d in self.domains
                        if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)

@@ -44,6 +44,7 @@ from practicum.store import Store
 
 POOL_REDRAWS = 16  # most candidates a difficulty pool may reject for one draw (the last one is kept)
 REDRAW_STRIDE = 1_000_003  # candidate j of draw k is the source's task k + j x stride
+FILTERED = "filtered"  # the head of the drop reason of a group the band-pass filter left out
 
 
 def trainable_rewards(group: Group) -> list[float]:
@@ -116,7 +117,11 @@ class Driver:
         return self._level_sources[key]
 
     def settled(self, group: Group, trained: bool) -> None:
-        (self.cur.sampler.trained if trained else self.cur.sampler.settled)(group.task.domain)
+        """A group's fate. A group the filter dropped counts as served for the trained balance:
+        its domain had its turn and had nothing to teach (counted as lagging, a domain whose
+        groups are all filtered would be drawn again and again, and starve the others)."""
+        served = trained or group.reason.startswith(FILTERED)
+        (self.cur.sampler.trained if served else self.cur.sampler.settled)(group.task.domain)
 
     def resync(self, in_flight: Iterable[Group]) -> None:
         """After a resume: the groups in flight are those the orchestrator recovered."""
@@ -145,7 +150,7 @@ class Driver:
                 if d.keep:
                     kept.append(g)
                 else:
-                    orch.drop(g, f"filtered: {d.reason} (mean reward {d.mean:.2f})")
+                    orch.drop(g, f"{FILTERED}: {d.reason} (mean reward {d.mean:.2f})")
                     self.step_counts["filtered"] += 1
         return sorted(kept, key=lambda g: g.draw)
 
