@@ -1,0 +1,587 @@
+"""Training across domains: one run on four domains at once, against one run per domain alone.
+
+The embedded SmolLM2-135M-Instruct (full fine-tune, fp32 on CPU) trains for the same training
+wall-clock budget in each side, one side after the other, each in its own subprocess:
+
+* ``mixed``: all domains of benchmarks/multidomain.yaml with its ``curriculum:`` section
+  (trained-ratio mixing, the band-pass filter, replay with the TIS correction, the drift guard
+  with its reaction, checked on a held-out evaluation every ``--drift-every`` training minutes);
+* ``ablation``: the same domains and hyperparameters, without the ``curriculum:`` section;
+* ``single:DOMAIN``: that domain alone, the same recipe without the curriculum;
+* ``base``: the untrained model (no training; evaluated once).
+
+Every side is then evaluated on every domain's held-out set (greedy, the same tasks, the first
+``--eval-size`` of each domain), so a single-domain run also shows what it did to the domains it
+did not train (forgetting). Per (side, domain): the mean held-out score with a 95% t-interval,
+and the paired difference from the base model on the same tasks (mean, 95% paired-t interval,
+two-sided p, verdict gain / loss / no change at alpha 0.05). The target of issue 12: the mixed
+run gains significantly on every trained domain and loses on none (an intersection-union test:
+each domain must pass at alpha on its own, so no multiplicity correction is needed), and its
+mean over domains is at least the single runs' mean (each single run on its own domain).
+
+Evaluation time is not training time: before each evaluation the orchestrator is paused and
+drained (the drain on the training clock), as in learn_arithmetic.py.
+
+    python benchmarks/multidomain.py --minutes 5                     # all sides
+    python benchmarks/multidomain.py --minutes 0.5 --eval-size 10    # smoke test
+    python benchmarks/multidomain.py --sides base,mixed              # some sides
+
+Output: benchmarks/out/multidomain.json (every side's per-task held-out scores, steps, drift
+guard decisions, statistics) and markdown tables on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from common import (
+    EvalSchedule,
+    RssSampler,
+    command_line,
+    fmt,
+    log,
+    machine_info,
+    machine_line,
+    md_table,
+    peak_rss_mb,
+    run_side,
+    write_result,
+)
+
+ALPHA = 0.05
+LEVEL = 0.95
+
+
+# --- statistics (pure; tests/test_bench_multidomain.py checks them by hand) -----------------------
+def t_sf(t: float, df: float) -> float:
+    """P(T >= t) for Student's t with ``df`` degrees of freedom (the drift guard's own tail)."""
+    from practicum.curriculum.drift import student_t_sf
+
+    return student_t_sf(t, df)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The q with P(T <= q) = p, for p in (0.5, 1): bisection on the tail (scipy is not a dependency)."""
+    if not 0.5 < p < 1.0:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1, got {p}")
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1.0 - p:
+        hi *= 2.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if t_sf(mid, df) > 1.0 - p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@dataclass
+class Interval:
+    """A mean with its two-sided t-interval (``lo``/``hi`` None with fewer than two values)."""
+
+    n: int
+    mean: float | None
+    lo: float | None = None
+    hi: float | None = None
+
+
+@dataclass
+class Diff:
+    """A paired comparison: mean difference, its standard error and t-interval, the two-sided p,
+    the verdict, and on how many tasks the first side scored higher / lower."""
+
+    n: int
+    mean: float | None
+    se: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    df: float | None = None
+    p: float | None = None
+    verdict: str = "too few tasks"
+    wins: int = 0
+    losses: int = 0
+
+
+def mean_ci(xs: list[float], level: float = LEVEL, bounds: tuple[float, float] | None = None) -> Interval:
+    """Mean of ``xs`` with a two-sided t-interval, cut to ``bounds`` (the range a score can take)."""
+    n = len(xs)
+    if n == 0:
+        return Interval(0, None)
+    m = sum(xs) / n
+    if n < 2:
+        return Interval(n, m)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    h = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    lo, hi = m - h, m + h
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return Interval(n, m, lo, hi)
+
+
+def verdict(mean: float, p: float, alpha: float = ALPHA) -> str:
+    """gain / loss when the two-sided p is below alpha (the interval excludes 0), else no change."""
+    if p < alpha:
+        return "gain" if mean > 0 else "loss"
+    return "no change"
+
+
+def _t_test(m: float, se: float, df: float, level: float) -> tuple[float, float, float]:
+    """(lo, hi, two-sided p) of a mean ``m`` with standard error ``se``; se 0 means every paired
+    difference was the same (usually 0: nothing changed)."""
+    if se == 0.0:
+        return m, m, (1.0 if m == 0 else 0.0)
+    h = t_quantile(0.5 + level / 2, df) * se
+    return m - h, m + h, min(1.0, 2.0 * t_sf(abs(m) / se, df))
+
+
+def paired_diff(a: dict[str, float], b: dict[str, float], level: float = LEVEL) -> Diff:
+    """Paired t comparison of scores ``a`` against ``b`` (task id -> score) on the tasks both
+    hold: the differences a - b (gain: a is higher)."""
+    ids = sorted(set(a) & set(b))
+    diffs = [a[i] - b[i] for i in ids]
+    n = len(diffs)
+    if n < 2:
+        return Diff(n, diffs[0] if diffs else None)
+    m = sum(diffs) / n
+    se = math.sqrt(sum((d - m) ** 2 for d in diffs) / (n - 1) / n)
+    lo, hi, p = _t_test(m, se, n - 1, level)
+    return Diff(n, m, se, lo, hi, n - 1, p, verdict(m, p, 1 - level),
+                sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))
+
+
+def mean_of_diffs(parts: list[Diff], level: float = LEVEL) -> Diff:
+    """The mean over domains of per-domain paired differences (each from :func:`paired_diff` on
+    its own tasks): the mean of the means, standard error sqrt(sum se_d^2) / D (the domains'
+    task sets are independent), Welch-Satterthwaite degrees of freedom."""
+    parts = [p for p in parts if p.mean is not None and p.se is not None]
+    if not parts:
+        return Diff(0, None)
+    d = len(parts)
+    m = sum(p.mean for p in parts) / d  # type: ignore[misc]
+    var = sum(p.se**2 for p in parts) / d**2  # type: ignore[operator]
+    tails = sum(p.se**4 / (p.n - 1) for p in parts)  # type: ignore[operator]
+    df = (d**2 * var) ** 2 / tails if tails > 0 else float(sum(p.n - 1 for p in parts))
+    lo, hi, p = _t_test(m, math.sqrt(var), df, level)
+    return Diff(sum(x.n for x in parts), m, math.sqrt(var), lo, hi, df, p, verdict(m, p, 1 - level),
+                sum(x.wins for x in parts), sum(x.losses for x in parts))
+
+
+# --- side configs ---------------------------------------------------------------------------------
+def side_names(domains: list[str]) -> list[str]:
+    return ["base", "mixed", "ablation", *(f"single:{d}" for d in domains)]
+
+
+def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
+    """The config of one side, from the benchmark's config: ``mixed`` as written; ``ablation``
+    without the curriculum section; ``single:D`` without it and with domain D alone."""
+    out = copy.deepcopy(raw)
+    if side in ("mixed", "base"):
+        return out
+    out.pop("curriculum", None)
+    if side == "ablation":
+        return out
+    if side.startswith("single:"):
+        name = side.split(":", 1)[1]
+        out["domains"] = [d for d in raw["domains"] if d["name"] == name]
+        if not out["domains"]:
+            raise SystemExit(f"side {side}: the config has no domain {name!r}")
+        return out
+    raise SystemExit(f"unknown side {side!r}")
+
+
+def read_raw(path: str | Path, overrides: list[str]) -> dict[str, Any]:
+    from practicum.config import _set_dotted, parse_overrides
+
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    for k, v in parse_overrides(overrides, str(path)):
+        _set_dotted(raw, k, v, str(path))
+    return raw
+
+
+def side_config(args: argparse.Namespace, side: str):
+    from practicum.config import validate_config
+
+    raw = side_raw(read_raw(args.config, args.overrides), side)
+    slug = side.replace(":", "_")
+    raw.setdefault("run", {})["dir"] = str(Path(args.out).resolve().parent / f"multidomain_{slug}_run")
+    raw["run"]["name"] = f"multidomain_{slug}"
+    raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
+    if args.threads:
+        raw["run"]["threads"] = args.threads
+    return validate_config(raw, f"{args.config} ({side})", base_dir=Path(args.config).parent)
+
+
+def all_domains(args: argparse.Namespace):
+    """Every domain of the benchmark config (the same held-out tasks for every side: the held-out
+    split is a function of the run seed and the section)."""
+    from practicum.domains import build_domain
+
+    cfg = side_config(args, "ablation")
+    return cfg, [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+
+
+async def final_eval(args: argparse.Namespace, engine, domains, max_turns: int) -> dict[str, Any]:
+    """Greedy held-out evaluation of ``engine`` on every domain: per-task scores and means."""
+    from practicum.evaluation import evaluate
+
+    res = await evaluate(engine, domains, args.eval_tokens, max_turns, None, 0, args.eval_size)
+    out: dict[str, Any] = {}
+    for d in domains:
+        rows = [r for r in res.per_task if r.domain == d.name]
+        tally = res.tallies.get(d.name)
+        out[d.name] = {
+            "means": res.per_domain.get(d.name, {}),
+            "scores": {r.task: r.reward for r in rows},
+            "components": {r.task: r.components for r in rows},
+            "errors": tally.errors if tally else None,
+            "seconds": tally.seconds if tally else None,
+        }
+    out["_seconds"] = res.seconds
+    return out
+
+
+# --- a side -------------------------------------------------------------------------------------
+def materialise(model: Any) -> None:
+    """Rewrite every weight in place (same tensors), so that it lives in anonymous memory rather
+    than in the memory-mapped checkpoint file. On the benchmark machine (a 2-core VM), the model
+    on its mapped weights generated about 8x slower (greedy, 32 gcd tasks: 78 s, against 10 s
+    once rewritten) until the first weight update happened to write them: the base model's
+    evaluation and every side's first step would pay for it. Done before any clock starts."""
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.detach().clone())
+
+
+async def base_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
+    from common import make_engine
+
+    from practicum.models import resolve_model
+
+    cfg, domains = all_domains(args)
+    engine = make_engine(cfg, resolve_model(cfg.model.name))
+    materialise(engine.model)
+    sampler.phase = "eval"
+    try:
+        ev = await final_eval(args, engine, domains, cfg.rollout.max_turns)
+    finally:
+        await engine.close()
+    log("[eval] base: " + eval_summary(ev))
+    return {"trained_domains": [], "steps": [], "final": ev, "drift": [], "config": cfg.model_dump(mode="json")}
+
+
+def eval_summary(ev: dict[str, Any]) -> str:
+    return "; ".join(f"{d} {v['means'].get('reward', 0):.3f} (n={len(v['scores'])})"
+                     for d, v in ev.items() if not d.startswith("_")) + f" [{ev['_seconds']:.0f} s]"
+
+
+async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
+    import torch
+
+    from practicum.loop import Run
+
+    side = args._worker
+    cfg = side_config(args, side)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    guard = side == "mixed" and cfg.curriculum.drift.enabled
+    lines: list[str] = []
+
+    def log_and_keep(msg: str) -> None:
+        if "drift" in msg:
+            lines.append(msg)
+        log(msg)
+
+    run = Run(cfg, overwrite=True, log=log_and_keep)
+    materialise(run.trainer.model)
+    materialise(run.engine.engine.model)  # the HFEngine inside the loop's BatchingEngine
+    _, domains = all_domains(args)
+    sched = EvalSchedule(args.minutes, args.drift_every if guard else 0.0)
+    steps: list[dict[str, Any]] = []
+    drift_evals: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+
+    async def guard_eval(step: int, train_s: float) -> None:
+        sampler.phase = "eval"
+        res = await run.evaluate(step, args.drift_eval_size)  # the drift guard records and reacts
+        sampler.phase = "train"
+        drift_evals.append({"step": step, "train_minutes": train_s / 60, "seconds": res.seconds,
+                            "per_domain": {d: m.get("reward") for d, m in res.per_domain.items()}})
+        log(f"[drift eval] {side} step {step} t={train_s / 60:.2f} min: "
+            + " ".join(f"{d} {m.get('reward', 0):.3f}" for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")
+
+    events: list[dict[str, Any]] = []
+    try:
+        async with run.orch.paused():
+            await run.start()
+            if guard:
+                await guard_eval(0, 0.0)  # the guard's first reference point: the base model
+        train_s = 0.0
+        step = 0
+        sampler.phase = "train"
+        while True:
+            step += 1
+            t0 = time.perf_counter()
+            m = await run.train_step(step)
+            dt = time.perf_counter() - t0
+            train_s += dt
+            rec = {"step": step, "step_seconds": dt, "train_seconds": train_s,
+                   "skipped": bool(m.get("skipped")), "uniform_groups": m.get("uniform_groups"),
+                   "completion_len": m.get("completion_len")}
+            for k, v in m.items():
+                if isinstance(v, (int, float)) and ("/" in k or k in ("filtered_groups", "replayed_groups", "loss")):
+                    rec[k] = v
+            steps.append(rec)
+            if m.get("notes"):
+                notes.append({"step": step, "notes": list(m["notes"])})
+            log(run.summary(step, m) + f" | train {train_s / 60:.2f} min")
+            point = sched.due(train_s)
+            stop = sched.done(train_s) or (args.max_steps is not None and step >= args.max_steps)
+            if (point is not None and guard) or stop:
+                async with run.orch.paused():
+                    t0 = time.perf_counter()
+                    await run.orch.drain()
+                    train_s += time.perf_counter() - t0
+                    if guard and not stop:
+                        await guard_eval(step, train_s)
+                    if stop:
+                        if guard:  # the guard sees the end too (a rollback here changes what is evaluated)
+                            await guard_eval(step, train_s)
+                        sampler.phase = "eval"
+                        final = await final_eval(args, run.engine, domains, cfg.rollout.max_turns)
+                        log(f"[eval] {side} after {step} steps ({train_s / 60:.2f} min): " + eval_summary(final))
+            if stop:
+                break
+        # the curriculum's decisions as the store records them (drift reactions, scaffold, levels)
+        events = [{"step": e[6], "domain": e[2], "kind": e[4], "line": e[5]}
+                  for e in run.store.events() if e[1] == "curriculum"]
+    finally:
+        await run.aclose()
+    return {
+        "trained_domains": [d.name for d in cfg.domains],
+        "config": cfg.model_dump(mode="json"),
+        "steps": steps,
+        "train_seconds": train_s,
+        "final": final,
+        "drift": {"evals": drift_evals, "lines": lines, "notes": notes, "events": events},
+        "replayed_groups": sum(r.get("replayed_groups", 0) for r in steps),
+        "filtered_groups": sum(r.get("filtered_groups", 0) for r in steps),
+    }
+
+
+def worker(args: argparse.Namespace) -> None:
+    with RssSampler() as sampler:
+        t0 = time.perf_counter()
+        main_ = base_main if args._worker == "base" else train_main
+        res = asyncio.run(main_(args, sampler))
+        res["worker_seconds"] = time.perf_counter() - t0
+    res["peak_rss_mb_by_phase"] = dict(sampler.peaks)
+    res["peak_rss_mb_self"] = peak_rss_mb()
+    write_result(args._result, res)
+
+
+# --- statistics over sides, and the report -------------------------------------------------------
+def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
+    """Statistics over the sides that finished: per (side, domain) the mean with its interval and
+    the paired difference from the base model; then the target's verdicts for the mixed side."""
+    ok = {s: r for s, r in result["sides"].items() if "final" in r}
+
+    def scores(side: str, domain: str) -> dict[str, float]:
+        return ok[side]["final"][domain]["scores"]
+
+    table: dict[str, dict[str, Any]] = {}
+    for s in ok:
+        table[s] = {}
+        for d in domains:
+            cell: dict[str, Any] = {"score": asdict(mean_ci(list(scores(s, d).values()), bounds=(0.0, 1.0)))}
+            if "base" in ok and s != "base":
+                cell["vs_base"] = asdict(paired_diff(scores(s, d), scores("base", d)))
+            table[s][d] = cell
+    out: dict[str, Any] = {"table": table, "alpha": ALPHA, "level": LEVEL,
+                           "test": "two-sided paired t on per-task held-out scores (the same tasks); "
+                                   "score intervals: t-intervals cut to [0, 1]"}
+    if "mixed" not in ok or "base" not in ok:
+        return out
+    verdicts = {d: table["mixed"][d]["vs_base"]["verdict"] for d in domains}
+    singles = [d for d in domains if f"single:{d}" in ok]
+    vs_single = {d: paired_diff(scores("mixed", d), scores(f"single:{d}", d)) for d in singles}
+    complete = len(singles) == len(domains)
+    avg_mixed = mean_over(table["mixed"], domains)
+    avg_single = (sum(table[f"single:{d}"][d]["score"]["mean"] for d in domains) / len(domains)
+                  if complete else None)
+    t: dict[str, Any] = {
+        "mixed_vs_base": verdicts,
+        "gains_on_every_domain": all(v == "gain" for v in verdicts.values()),
+        "loses_on_none": not any(v == "loss" for v in verdicts.values()),
+        "mixed_mean_over_domains": avg_mixed,
+        "singles_mean_own_domain": avg_single,
+        "mixed_minus_singles": asdict(mean_of_diffs(list(vs_single.values()))) if complete else None,
+        "at_least_single_average": None if avg_single is None or avg_mixed is None else avg_mixed >= avg_single,
+        "mixed_vs_single_per_domain": {d: asdict(v) for d, v in vs_single.items()},
+        "mixed_vs_ablation_per_domain": ({d: asdict(paired_diff(scores("mixed", d), scores("ablation", d)))
+                                          for d in domains} if "ablation" in ok else {}),
+        # what training one domain alone did to the others
+        "single_on_other_domains": {d: {o: table[f"single:{d}"][o]["vs_base"] for o in domains if o != d}
+                                    for d in singles},
+    }
+    t["met"] = bool(t["gains_on_every_domain"] and t["loses_on_none"] and t["at_least_single_average"])
+    out["target"] = t
+    return out
+
+
+def ci_text(c: dict[str, Any], signed: bool = False) -> str:
+    if c.get("mean") is None:
+        return "–"
+    m = f"{c['mean']:+.3f}" if signed else f"{c['mean']:.3f}"
+    if c.get("lo") is None:
+        return m
+    lo, hi = (f"{c['lo']:+.3f}", f"{c['hi']:+.3f}") if signed else (f"{c['lo']:.3f}", f"{c['hi']:.3f}")
+    return f"{m} [{lo}, {hi}]"
+
+
+def diff_text(c: dict[str, Any]) -> str:
+    mark = {"gain": " **gain**", "loss": " **loss**"}.get(c.get("verdict", ""), "")
+    return ci_text(c, signed=True) + mark
+
+
+def report(result: dict[str, Any], domains: list[str]) -> str:
+    a = result.get("analysis", {})
+    table = a.get("table", {})
+    order = [s for s in side_names(domains) if s in table]
+    rows = []
+    for s in order:
+        r = result["sides"][s]
+        steps = len(r.get("steps") or [])
+        row: list[Any] = [s, "–" if s == "base" else str(steps)]
+        for d in domains:
+            cell = table[s][d]
+            row.append(ci_text(cell["score"]) + ("" if "vs_base" not in cell else "<br>Δ " + diff_text(cell["vs_base"])))
+        row.append(fmt(mean_over(table[s], domains)))
+        rows.append(row)
+    n = next((table[s][d]["score"]["n"] for s in order for d in domains), 0)
+    lines = [
+        f"### multidomain: held-out score per domain after {result['settings']['minutes']:g} training minutes per side "
+        f"(greedy, {n} held-out tasks per domain, {result['settings']['eval_tokens']} tokens)",
+        "",
+        md_table(["side", "steps", *domains, "mean over domains"], rows),
+        "",
+        "Each cell: mean score [95% t-interval]; Δ: paired difference from the base model on the same tasks "
+        "[95% paired-t interval], **gain**/**loss** where the two-sided paired t-test rejects no change at 0.05.",
+    ]
+    t = a.get("target")
+    if t:
+        vs = t["mixed_minus_singles"]
+        lines += [
+            "",
+            f"- mixed vs base: {', '.join(f'{d} {v}' for d, v in t['mixed_vs_base'].items())}; "
+            f"gains on every domain: **{'yes' if t['gains_on_every_domain'] else 'no'}**, "
+            f"loses on none: **{'yes' if t['loses_on_none'] else 'no'}**.",
+            f"- mean over domains: mixed {fmt(t['mixed_mean_over_domains'])}, single runs on their own domain "
+            f"{fmt(t['singles_mean_own_domain'])}"
+            + (f"; mixed - single (mean of per-domain paired differences): {diff_text(vs)}" if vs else "")
+            + f"; at least as high: **{'yes' if t['at_least_single_average'] else 'no'}**.",
+            "- mixed vs single on its own domain: " + ", ".join(
+                f"{d} {diff_text(c)}" for d, c in t["mixed_vs_single_per_domain"].items()) + ".",
+        ]
+        if t["mixed_vs_ablation_per_domain"]:
+            lines.append("- mixed vs ablation (the curriculum's own effect): " + ", ".join(
+                f"{d} {diff_text(c)}" for d, c in t["mixed_vs_ablation_per_domain"].items()) + ".")
+        lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
+    mixed = result["sides"].get("mixed", {})
+    drift = mixed.get("drift") or {}
+    if drift:
+        evs = drift.get("evals", [])
+        reactions = [f"step {e['step']} {e['kind']} {e['domain']}: {e['line']}" for e in drift.get("events", [])
+                     if e["kind"].startswith("drift")]
+        lines += ["", f"Mixed run: {int(mixed.get('filtered_groups', 0))} groups filtered out, "
+                  f"{int(mixed.get('replayed_groups', 0))} replayed; drift guard: {len(evs)} held-out checks "
+                  f"({result['settings']['drift_eval_size']} tasks per domain) at steps "
+                  f"{', '.join(str(e['step']) for e in evs) or '–'}; "
+                  + (f"reactions: {'; '.join(reactions)}." if reactions else "no domain regressed, no reaction.")]
+    lines += ["", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"]
+    return "\n".join(lines)
+
+
+def mean_over(row: dict[str, Any], domains: list[str]) -> float | None:
+    xs = [row[d]["score"]["mean"] for d in domains]
+    return None if any(x is None for x in xs) else sum(xs) / len(xs)
+
+
+# --- entry ---------------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=5.0, help="training time per side (evaluation excluded)")
+    p.add_argument("--eval-size", type=int, default=200, help="held-out tasks per domain in the final evaluation")
+    p.add_argument("--eval-tokens", type=int, default=None,
+                   help="max new tokens in evaluation (default: the config's rollout.max_new_tokens)")
+    p.add_argument("--drift-every", type=float, default=2.0,
+                   help="mixed side: a held-out check for the drift guard every this many training minutes")
+    p.add_argument("--drift-eval-size", type=int, default=50, help="held-out tasks per domain in each drift check")
+    p.add_argument("--sides", default=None, help="comma-separated sides (default: base, mixed, ablation, single:D for each domain)")
+    p.add_argument("--config", default=str(Path(__file__).with_name("multidomain.yaml")))
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field of the config, for every side (repeatable)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--max-steps", type=int, default=None, help="also stop each side after this many steps")
+    p.add_argument("--out", default="benchmarks/out/multidomain.json", help="result JSON")
+    p.add_argument("--_worker", help=argparse.SUPPRESS)
+    p.add_argument("--_result", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.eval_tokens is None:
+        raw = read_raw(args.config, args.overrides)
+        args.eval_tokens = int((raw.get("rollout") or {}).get("max_new_tokens", 64))
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args._worker:
+        worker(args)
+        return
+    raw = read_raw(args.config, args.overrides)
+    domains = [d["name"] for d in raw["domains"]]
+    sides = [s.strip() for s in args.sides.split(",")] if args.sides else side_names(domains)
+    unknown = [s for s in sides if s not in side_names(domains)]
+    if unknown:
+        raise SystemExit(f"unknown side(s) {unknown}; choose from {side_names(domains)}")
+    out = Path(args.out)
+    result: dict[str, Any] = {
+        "benchmark": "multidomain",
+        "command": command_line(),
+        "machine": machine_info(),
+        "settings": {"minutes": args.minutes, "eval_size": args.eval_size, "eval_tokens": args.eval_tokens,
+                     "drift_every": args.drift_every, "drift_eval_size": args.drift_eval_size,
+                     "config": args.config, "overrides": args.overrides, "domains": domains, "sides": sides},
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "sides": {},
+    }
+    argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
+    for s in sides:
+        res = run_side(s, argv, out.parent / f"multidomain_{s.replace(':', '_')}.part.json")
+        result["sides"][s] = res
+        result["analysis"] = analyse(result, domains)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_result(out, result)  # after each side, so a crash of the next loses nothing
+    result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    result["markdown"] = report(result, domains)
+    write_result(out, result)
+    print("\n" + result["markdown"])
+    print(f"\nwrote {out}")
+    if any("error" in r for r in result["sides"].values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

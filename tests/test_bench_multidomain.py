@@ -1,0 +1,155 @@
+"""The statistics of benchmarks/multidomain.py, against numbers worked out by hand: the t
+quantile, intervals, the paired test and its verdict, the mean over domains, and the target's
+verdict on made-up sides. How the sides' configs are cut from the benchmark's config."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import multidomain as md  # noqa: E402
+
+
+def test_t_quantile_matches_tables():
+    # Student's t tables: t_{0.975} for 1, 3, 9 degrees of freedom; the normal's 1.960 for large df
+    assert md.t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
+    assert md.t_quantile(0.975, 3) == pytest.approx(3.182, abs=1e-3)
+    assert md.t_quantile(0.975, 9) == pytest.approx(2.262, abs=1e-3)
+    assert md.t_quantile(0.975, 1e6) == pytest.approx(1.960, abs=1e-3)
+    with pytest.raises(ValueError):
+        md.t_quantile(0.3, 5)
+
+
+def test_mean_ci_by_hand():
+    # [0, 1, 1, 1]: mean 0.75, sd 0.5, se 0.25, t_{0.975,3} = 3.1824 -> half-width 0.7956
+    c = md.mean_ci([0.0, 1.0, 1.0, 1.0])
+    assert (c.n, c.mean) == (4, 0.75)
+    assert c.lo == pytest.approx(0.75 - 0.7956, abs=1e-4)
+    assert c.hi == pytest.approx(0.75 + 0.7956, abs=1e-4)
+    cut = md.mean_ci([0.0, 1.0, 1.0, 1.0], bounds=(0.0, 1.0))  # a score cannot leave [0, 1]
+    assert (cut.lo, cut.hi) == (0.0, 1.0)
+    assert md.mean_ci([0.4]) == md.Interval(1, 0.4)  # one value: no interval
+    assert md.mean_ci([]) == md.Interval(0, None)
+
+
+def test_paired_diff_no_significant_change():
+    # differences [1, 1, 0, 0]: mean 0.5, se sqrt(1/3)/2 = 0.2887, t = sqrt(3) on 3 df.
+    # For 3 df, F(t) = 1/2 + (x/(1+x^2) + atan x)/pi with x = t/sqrt(3) = 1: F = 0.90915, so the
+    # two-sided p = 0.1817; half-width 3.1824 * 0.2887 = 0.9187.
+    a = {"t1": 1.0, "t2": 1.0, "t3": 1.0, "t4": 0.0}
+    b = {"t1": 0.0, "t2": 0.0, "t3": 1.0, "t4": 0.0}
+    d = md.paired_diff(a, b)
+    assert (d.n, d.mean, d.wins, d.losses) == (4, 0.5, 2, 0)
+    assert d.se == pytest.approx(math.sqrt(1 / 3) / 2)
+    assert d.p == pytest.approx(0.1817, abs=1e-4)
+    assert (d.lo, d.hi) == (pytest.approx(0.5 - 0.9187, abs=1e-4), pytest.approx(0.5 + 0.9187, abs=1e-4))
+    assert d.verdict == "no change"
+
+
+def test_paired_diff_gain_and_loss():
+    # eight tasks gained 1, two unchanged: mean 0.8, sd sqrt(1.6/9) = 0.4216, se 0.1333, t = 6 on
+    # 9 df (two-sided p = 0.0002), half-width 2.2622 * 0.1333 = 0.3016
+    after = {f"t{i}": 1.0 for i in range(10)}
+    before = {f"t{i}": (1.0 if i >= 8 else 0.0) for i in range(10)}
+    up = md.paired_diff(after, before)
+    assert up.mean == pytest.approx(0.8)
+    assert up.lo == pytest.approx(0.8 - 0.3016, abs=1e-4)
+    assert up.p == pytest.approx(2.0e-4, abs=5e-5)
+    assert up.verdict == "gain"
+    down = md.paired_diff(before, after)
+    assert down.mean == pytest.approx(-0.8) and down.verdict == "loss" and down.p == up.p
+
+
+def test_paired_diff_pairs_by_task_and_handles_no_variance():
+    # only the shared tasks count; an extra task on one side is ignored
+    d = md.paired_diff({"a": 1.0, "b": 0.5, "x": 1.0}, {"a": 1.0, "b": 0.5, "y": 0.0})
+    assert (d.n, d.mean, d.p, d.verdict) == (2, 0.0, 1.0, "no change")
+    # every task up by exactly 0.25: no variance, a certain gain
+    same = md.paired_diff({"a": 0.5, "b": 1.0}, {"a": 0.25, "b": 0.75})
+    assert (same.mean, same.lo, same.hi, same.p, same.verdict) == (0.25, 0.25, 0.25, 0.0, "gain")
+    assert md.paired_diff({"a": 1.0}, {"a": 0.0}).verdict == "too few tasks"
+
+
+def test_mean_of_diffs_welch():
+    # means 0.2 and 0.0 with se 0.1 and 0.2 on 101 tasks each: mean 0.1, se sqrt(0.01 + 0.04) / 2
+    # = 0.1118, df = 0.05^2 / ((0.1^4 + 0.2^4) / 100) = 147.06, t = 0.894 -> p = 0.373 (no change)
+    parts = [md.Diff(101, 0.2, 0.1), md.Diff(101, 0.0, 0.2)]
+    m = md.mean_of_diffs(parts)
+    assert m.mean == pytest.approx(0.1)
+    assert m.se == pytest.approx(math.sqrt(0.0125))
+    assert m.df == pytest.approx(147.06, abs=0.01)
+    assert m.p == pytest.approx(0.373, abs=2e-3)
+    assert m.verdict == "no change"
+    assert md.mean_of_diffs([md.Diff(1, 1.0)]).mean is None  # no usable part
+
+
+def test_verdict_threshold():
+    assert md.verdict(0.1, 0.049) == "gain"
+    assert md.verdict(-0.1, 0.049) == "loss"
+    assert md.verdict(0.1, 0.05) == "no change"
+
+
+def _side(scores: dict[str, dict[str, float]]) -> dict:
+    return {"steps": [{}], "final": {d: {"scores": s} for d, s in scores.items()}}
+
+
+def test_target_verdict_on_made_up_sides():
+    # two domains of 10 tasks; base all 0. mixed solves 8 of each (significant gains, t = 6);
+    # single:a solves 10 of a (own 1.0) and loses nothing on b; single:b solves 6 of b.
+    # mixed mean 0.8 vs singles' mean (1.0 + 0.6) / 2 = 0.8: at least as high.
+    ids = [f"t{i}" for i in range(10)]
+    zero = {i: 0.0 for i in ids}
+    eight = {i: (1.0 if k < 8 else 0.0) for k, i in enumerate(ids)}
+    six = {i: (1.0 if k < 6 else 0.0) for k, i in enumerate(ids)}
+    ones = {i: 1.0 for i in ids}
+    result = {"sides": {
+        "base": _side({"a": zero, "b": zero}),
+        "mixed": _side({"a": eight, "b": eight}),
+        "ablation": _side({"a": zero, "b": eight}),
+        "single:a": _side({"a": ones, "b": zero}),
+        "single:b": _side({"a": zero, "b": six}),
+        "single:c": {"error": "crashed"},  # a failed side is left out, not fatal
+    }}
+    a = md.analyse(result, ["a", "b"])
+    t = a["target"]
+    assert t["mixed_vs_base"] == {"a": "gain", "b": "gain"}
+    assert t["gains_on_every_domain"] and t["loses_on_none"]
+    assert t["mixed_mean_over_domains"] == pytest.approx(0.8)
+    assert t["singles_mean_own_domain"] == pytest.approx(0.8)
+    assert t["at_least_single_average"] and t["met"]
+    assert t["mixed_vs_single_per_domain"]["a"]["mean"] == pytest.approx(-0.2)
+    assert t["mixed_vs_ablation_per_domain"]["a"]["verdict"] == "gain"
+    assert t["single_on_other_domains"]["a"]["b"]["verdict"] == "no change"
+    assert a["table"]["single:b"]["b"]["score"]["mean"] == pytest.approx(0.6)
+    # a mixed run that forgets b (base solved 8 of b, mixed none: t = -6) misses the target
+    result["sides"]["base"] = _side({"a": zero, "b": eight})
+    result["sides"]["mixed"] = _side({"a": eight, "b": zero})
+    a = md.analyse(result, ["a", "b"])
+    t = a["target"]
+    assert t["mixed_vs_base"] == {"a": "gain", "b": "loss"}
+    assert not t["gains_on_every_domain"] and not t["loses_on_none"] and not t["met"]
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "**target not met**" in text and "b loss" in text
+
+
+def _machine() -> dict:
+    return {"cpu": "cpu", "cpus_available": 2, "logical_cpus": 2, "memory_gib": 8, "torch": "2", "torch_threads": 2,
+            "transformers": "5", "trl": None}
+
+
+def test_side_configs_cut_from_the_benchmark_config():
+    raw = {"domains": [{"name": "a"}, {"name": "b"}], "curriculum": {"filter": {"enabled": True}}, "rollout": {}}
+    assert md.side_raw(raw, "mixed")["curriculum"] == {"filter": {"enabled": True}}
+    abl = md.side_raw(raw, "ablation")
+    assert "curriculum" not in abl and [d["name"] for d in abl["domains"]] == ["a", "b"]
+    one = md.side_raw(raw, "single:b")
+    assert "curriculum" not in one and one["domains"] == [{"name": "b"}]
+    assert "curriculum" in raw  # the benchmark's own config is not changed
+    with pytest.raises(SystemExit, match="no domain 'c'"):
+        md.side_raw(raw, "single:c")
+    assert md.side_names(["a", "b"]) == ["base", "mixed", "ablation", "single:a", "single:b"]
