@@ -156,6 +156,17 @@ def write_result(path: str | Path, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
+def finish(out: Path, result: dict[str, Any], markdown: str) -> None:
+    """Write a benchmark's final result with its table, print the table, and exit non-zero when
+    a side failed."""
+    result["markdown"] = markdown
+    write_result(out, result)
+    print("\n" + markdown)
+    print(f"\nwrote {out}")
+    if any("error" in r for r in result["sides"].values()):
+        sys.exit(1)
+
+
 def log(msg: str) -> None:
     print(msg, flush=True)
 

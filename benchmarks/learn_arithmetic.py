@@ -48,6 +48,7 @@ from common import (
     current_rss_mb,
     eval_line,
     evaluate_engine,
+    finish,
     fmt,
     load_cfg,
     log,
@@ -542,12 +543,7 @@ def main() -> None:
     else:
         for s in sides:
             one(s, None)
-    result["markdown"] = report(result)
-    write_result(out, result)
-    print("\n" + result["markdown"])
-    print(f"\nwrote {out}")
-    if any("error" in r for r in result["sides"].values()):
-        sys.exit(1)
+    finish(out, result, report(result))
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from common import (
     EvalSchedule,
     RssSampler,
     command_line,
+    finish,
     fmt,
     log,
     machine_info,
@@ -575,12 +576,7 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)  # after each side, so a crash of the next loses nothing
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    result["markdown"] = report(result, domains)
-    write_result(out, result)
-    print("\n" + result["markdown"])
-    print(f"\nwrote {out}")
-    if any("error" in r for r in result["sides"].values()):
-        sys.exit(1)
+    finish(out, result, report(result, domains))
 
 
 if __name__ == "__main__":

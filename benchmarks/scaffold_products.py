@@ -44,6 +44,7 @@ from common import (
     RssSampler,
     command_line,
     current_rss_mb,
+    finish,
     fmt,
     log,
     machine_info,
@@ -331,12 +332,7 @@ def main() -> None:
         result["sides"][s] = res
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)  # after each side, so a crash of the next loses nothing
-    result["markdown"] = report(result)
-    write_result(out, result)
-    print("\n" + result["markdown"])
-    print(f"\nwrote {out}")
-    if any("error" in r for r in result["sides"].values()):
-        sys.exit(1)
+    finish(out, result, report(result))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from common import (
     command_line,
     completion_text,
     current_rss_mb,
+    finish,
     fmt,
     load_cfg,
     log,
@@ -349,12 +350,7 @@ def main() -> None:
         result["sides"][s] = res
         out.parent.mkdir(parents=True, exist_ok=True)
         write_result(out, result)
-    result["markdown"] = report(result)
-    write_result(out, result)
-    print("\n" + result["markdown"])
-    print(f"\nwrote {out}")
-    if any("error" in r for r in result["sides"].values()):
-        sys.exit(1)
+    finish(out, result, report(result))
 
 
 if __name__ == "__main__":
