@@ -39,6 +39,7 @@ from practicum.curriculum.parts import Curriculum, CurriculumConfig
 from practicum.curriculum.scaffold import is_scaffolded
 from practicum.curriculum.shaping import attempt_of, shape_group
 from practicum.envs.base import Domain
+from practicum.orchestrator import draw_seed
 from practicum.records import Group, Task
 from practicum.store import Store
 
@@ -82,8 +83,6 @@ class Driver:
         self.cur.sampler.set_targets(self.weights())
 
     def plan(self, k: int) -> Task:
-        from practicum.orchestrator import draw_seed  # the orchestrator imports this module's users
-
         rng = random.Random(draw_seed(self.seed, k))
         if self.cfg.mixing.balance == "trained":
             name = self.cur.sampler.next_domain()
@@ -179,8 +178,6 @@ class Driver:
         """(fresh groups to take, groups replayed from the store) for this step."""
         if not self.cfg.replay.enabled:
             return prompts, []
-        from practicum.orchestrator import draw_seed
-
         fresh, k = self.cur.replay.split(prompts, self.version)
         picks = self.cur.replay.sample(k, self.step, self.version, random.Random(draw_seed(self.seed, 10**9 + self.step)))
         groups = []
