@@ -252,19 +252,6 @@ async def final_eval(args: argparse.Namespace, engine, domains, max_turns: int) 
 
 
 # --- a side -------------------------------------------------------------------------------------
-def materialise(model: Any) -> None:
-    """Rewrite every weight in place (same tensors), so that it lives in anonymous memory rather
-    than in the memory-mapped checkpoint file. On the benchmark machine (a 2-core VM), the model
-    on its mapped weights generated about 8x slower (greedy, 32 gcd tasks: 78 s, against 10 s
-    once rewritten) until the first weight update happened to write them: the base model's
-    evaluation and every side's first step would pay for it. Done before any clock starts."""
-    import torch
-
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.detach().clone())
-
-
 async def base_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, Any]:
     from common import make_engine
 
@@ -272,7 +259,6 @@ async def base_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, 
 
     cfg, domains = all_domains(args)
     engine = make_engine(cfg, resolve_model(cfg.model.name))
-    materialise(engine.model)
     sampler.phase = "eval"
     try:
         ev = await final_eval(args, engine, domains, cfg.rollout.max_turns)
@@ -305,8 +291,6 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         log(msg)
 
     run = Run(cfg, overwrite=True, log=log_and_keep)
-    materialise(run.trainer.model)
-    materialise(run.engine.engine.model)  # the HFEngine inside the loop's BatchingEngine
     _, domains = all_domains(args)
     sched = EvalSchedule(args.minutes, args.drift_every if guard else 0.0)
     steps: list[dict[str, Any]] = []

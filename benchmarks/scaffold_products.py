@@ -97,13 +97,22 @@ def side_overrides(side: str, out_dir: Path, eval_tokens: int, extra: list[str])
     ]
 
 
-def split_by_help(groups: list[Any], is_scaffolded: Any) -> dict[str, dict[str, float]]:
-    """Means of the score components over the episodes of scaffolded (``help``) and unscaffolded
-    (``bare``) groups, with their episode counts: the bare ones show whether the format is
-    sampled without help, which is what GRPO needs before it can reinforce it."""
+def helped(group: Any, episode: Any) -> bool:
+    """Whether an episode ran with the scaffold's help: every episode of a scaffolded group,
+    except in a guided group, where only those with the forced prefix did."""
+    from practicum.rollout import was_helped
+
+    marks = group.task.metadata.get("scaffold")
+    return bool(marks) and (was_helped(episode) if marks.get("guided") else True)
+
+
+def split_by_help(groups: list[Any]) -> dict[str, dict[str, float]]:
+    """Means of the score components over the episodes that ran with the scaffold's help
+    (``help``) and without it (``bare``), with their episode counts: the bare ones show whether
+    the format is sampled without help, which is what GRPO needs before it can reinforce it."""
     out: dict[str, dict[str, float]] = {}
     for key, want in (("help", True), ("bare", False)):
-        eps = [e for g in groups if bool(is_scaffolded(g.task)) == want for e in g.episodes if e.score is not None]
+        eps = [e for g in groups for e in g.episodes if e.score is not None and helped(g, e) == want]
         out[key] = {"n": float(len(eps)), **{c: (sum(e.score.components.get(c, 0.0) for e in eps) / len(eps)
                                                  if eps else 0.0) for c in COMPONENTS}}
     return out
@@ -155,8 +164,8 @@ async def side_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, 
     domain = run.domains[0]
     name = domain.name
     held_out = domain.source.eval_tasks()[:args.eval_size]
-    helped = [t.id for t in held_out if is_scaffolded(t)]
-    assert not helped, f"held-out tasks carry a scaffold: {helped[:5]}"
+    leaks = [t.id for t in held_out if is_scaffolded(t)]
+    assert not leaks, f"held-out tasks carry a scaffold: {leaks[:5]}"
     scaffold_cfg = cfg.curriculum.scaffold.get(name)
     if scaffold_cfg is not None:  # a worked example that is a held-out question would leak its answer
         questions = getattr(domain.source, "held_out_questions", frozenset())
@@ -192,7 +201,7 @@ async def side_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str, 
             m = await run.train_step(step)
             dt = time.perf_counter() - t0
             train_s += dt
-            split = split_by_help(run.store.groups(step=step, kind="train", state=GroupState.trained), is_scaffolded)
+            split = split_by_help(run.store.groups(step=step, kind="train", state=GroupState.trained))
             steps.append({
                 "step": step,
                 "step_seconds": dt,

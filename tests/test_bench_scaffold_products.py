@@ -51,7 +51,8 @@ def test_sides_differ_only_by_the_scaffold(tmp_path):
     cfgs = {s: load_config(BENCH / "scaffold_products.yaml", sp.side_overrides(s, tmp_path, 64, []))
             for s in sp.SIDES}
     assert cfgs["plain"].curriculum.scaffold == {}
-    assert cfgs["scaffold"].curriculum.scaffold["products"].examples
+    scaffold = cfgs["scaffold"].curriculum.scaffold["products"]
+    assert scaffold.guided and scaffold.prefix == "<answer>"
     a, b = (cfgs[s].model_dump(mode="json") for s in sp.SIDES)
     for d in (a, b):
         d["curriculum"].pop("scaffold")
@@ -70,6 +71,31 @@ def test_scaffold_examples_are_not_held_out_questions():
     held_out = domain.source.held_out_questions
     assert len(held_out) == cfg.domains[0].eval_size  # 50 distinct one-digit products of the 100
     examples = cfg.curriculum.scaffold["products"].examples
-    assert examples and not {ex.question for ex in examples} & held_out
+    assert not {ex.question for ex in examples} & held_out
     # and training never draws a held-out question
     assert not {domain.source.train_task(i).prompt[-1].content for i in range(200)} & held_out
+
+
+def test_split_by_help_counts_a_guided_groups_prefixed_episodes_as_helped():
+    """In a guided group only the episodes with the forced prefix ran with help; in a scaffolded
+    (unguided) group every episode did; in a plain group none."""
+    from practicum.records import Episode, EpisodeState, Group, GroupState, Message, Score, Task
+
+    def ep(strict: float, prefixed: bool) -> Episode:
+        e = Episode(task_id="t", domain="products", state=EpisodeState.done,
+                    score=Score(value=strict, components={"strict": strict, "lenient": 1.0, "format": strict}))
+        if prefixed:
+            e.info.extra["scaffold_prefix"] = "<answer>"
+        return e
+
+    task = Task(id="t", domain="products", prompt=[Message(role="user", content="q")], target="1")
+    guided = task.model_copy(update={"metadata": {"scaffold": {"prefix": "<answer>", "guided": 0.5}}})
+    hinted = task.model_copy(update={"metadata": {"scaffold": {"hint": True, "prefix": None}}})
+    groups = [Group(task=guided, episodes=[ep(1.0, True), ep(1.0, True), ep(0.0, False), ep(1.0, False)],
+                    state=GroupState.trained),
+              Group(task=hinted, episodes=[ep(1.0, False), ep(0.0, False)], state=GroupState.trained),
+              Group(task=task, episodes=[ep(0.0, False), ep(0.0, False)], state=GroupState.trained)]
+    split = sp.split_by_help(groups)
+    assert split["help"]["n"] == 4 and split["help"]["strict"] == 0.75  # 1, 1 (guided) + 1, 0 (hinted)
+    assert split["bare"]["n"] == 4 and split["bare"]["strict"] == 0.25  # 0, 1 (guided) + 0, 0 (plain)
+    assert split["bare"]["lenient"] == 1.0

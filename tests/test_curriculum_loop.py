@@ -18,6 +18,7 @@ from practicum.audit import audit
 from practicum.config import load_config
 from practicum.curriculum.driver import Driver
 from practicum.curriculum.parts import CurriculumConfig
+from practicum.curriculum.scaffold import ScaffoldConfig, guided_slots, is_scaffolded, slot_task
 from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
@@ -26,8 +27,8 @@ from practicum.envs.toy import ToyDomain, ToyEnv
 from practicum.errors import CheckpointError, ConfigError
 from practicum.loop import Run, train_async
 from practicum.orchestrator import draw_task
-from practicum.records import Group, GroupState, Message, Task
-from practicum.rollout import run_episode
+from practicum.records import Episode, EpisodeState, Group, GroupState, Message, Score, Task, Turn
+from practicum.rollout import run_episode, was_helped
 from practicum.scoring import RewardWeights
 from practicum.store import Store
 
@@ -133,6 +134,69 @@ def test_forced_prefix_is_context_for_the_model_and_part_of_the_reply_for_the_en
     assert env.replies == ["seven" + turn.text] and ep.messages[-1].content == "seven" + turn.text
     ids, mask, _ = ep.training_sequence()
     assert ids[:len(turn.prompt_ids)] == turn.prompt_ids and not any(mask[:len(turn.prompt_ids)])
+
+
+
+def test_guided_prefix_is_trained_as_the_models_own_tokens_after_the_plain_prompt():
+    """Under a guided scaffold the engine still continues prompt + prefix, but the episode's turn
+    holds the plain prompt and the prefix as the first completion tokens: mask 1, behaviour
+    log-prob 0 (forced: probability 1); the environment scores prefix + reply as before."""
+    marks = {"examples": 0, "hint": False, "prefix": "seven", "guided": 0.5}
+    task = Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="user", content="say seven")],
+                target="seven", metadata={"scaffold": marks})
+    seen: list[str] = []
+    engine = ScriptedEngine(lambda prompt, _call: seen.append(prompt) or "seven")
+    env = Recorder()
+    ep = asyncio.run(run_episode(task, env, engine, SamplingParams(max_new_tokens=8)))
+    (turn,) = ep.turns
+    cue = engine.renderer.chat_ids(task.prompt)
+    prefix_ids = engine.renderer.text_ids("seven")
+    assert seen == [engine.renderer.decode(cue + prefix_ids)]  # the engine continued the forced start
+    assert turn.prompt_ids == cue and turn.completion_ids[:len(prefix_ids)] == prefix_ids
+    assert turn.logprobs[:len(prefix_ids)] == [0.0] * len(prefix_ids)
+    assert turn.text == "seven" + "seven" and env.replies == [turn.text]
+    ids, mask, logps = ep.training_sequence()
+    assert ids == cue + turn.completion_ids
+    assert mask == [0] * len(cue) + [1] * len(turn.completion_ids)
+    assert was_helped(ep) and len(logps) == len(ids)
+
+
+def test_a_guided_group_prefixes_only_its_share_of_slots():
+    """slot_task: in a group of 8 with share 0.5 slots 0-3 carry the scaffold and 4-7 run the plain
+    task; any share gives at least one guided slot; unguided scaffolds are the same for every slot."""
+    plain = Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="user", content="q")], target="seven")
+    guided = plain.model_copy(update={"metadata": {"scaffold": {"prefix": "<a>", "guided": 0.5}}})
+    assert [is_scaffolded(slot_task(guided, i, 8)) for i in range(8)] == [True] * 4 + [False] * 4
+    assert slot_task(guided, 5, 8) == plain
+    assert guided_slots(0.01, 8) == 1 and guided_slots(1.0, 8) == 8 and guided_slots(0.3, 8) == 2
+    hint = plain.model_copy(update={"metadata": {"scaffold": {"prefix": "<a>"}}})
+    assert all(slot_task(hint, i, 8) is hint for i in range(8))
+    with pytest.raises(ValueError, match="only a forced prefix"):
+        ScaffoldConfig(guided=True, prefix="<a>", hint="say it")
+    with pytest.raises(ValueError, match="only a forced prefix"):
+        ScaffoldConfig(guided=True, hint="say it")
+
+
+def test_guided_groups_unaided_episodes_measure_success_without_help():
+    """The driver's observation of a guided group: only the episodes that ran without the prefix
+    count towards the scaffold's success without help (here 2 of 4, both right: 1.0)."""
+    doms = [toy("alpha", ALPHA)]
+    cur = CurriculumConfig.model_validate({"scaffold": {"alpha": {"prefix": "seven", "guided": True, "window": 2,
+                                                                  "threshold": 0.9}}})
+    drv = Driver(cur, doms, [1.0], seed=0, store=Store(":memory:"))
+    task = doms[0].source.train_task(0)
+    guided = drv.cur.scaffolds["alpha"].apply(task).task
+    eps = []
+    for i, r in enumerate([0.0, 0.0, 1.0, 1.0]):  # the guided two failed, the unaided two were right
+        ep = Episode(task_id=task.id, domain="alpha", state=EpisodeState.done, score=Score(value=r))
+        ep.turns.append(Turn(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], text="x", finish_reason="stop",
+                             policy_version=0))
+        if i < 2:
+            ep.info.extra["scaffold_prefix"] = "seven"
+        eps.append(ep)
+    drv.observe(Group(task=guided, episodes=eps, state=GroupState.ready))
+    assert drv.cur.scaffolds["alpha"].unaided == [1.0, 1.0]
+    assert drv.cur.scaffolds["alpha"].removed_at is not None  # 1.0 >= 0.9 over the window of 2
 
 
 # --- filter, replay, scaffold on the real loop --------------------------------------------------

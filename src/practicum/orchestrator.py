@@ -47,6 +47,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from practicum.curriculum.scaffold import slot_task
 from practicum.engines.base import SamplingParams
 from practicum.envs.base import Domain
 from practicum.records import TERMINAL_GROUP, Episode, EpisodeState, Group, GroupState, Task
@@ -248,7 +249,8 @@ class Orchestrator:
             ep = group.episodes[i]
             async with sem:  # type: ignore[attr-defined]
                 env = self.by_name[group.task.domain].make_env()
-                ep = await run_episode(group.task, env, self.engine, params, self.limits.max_turns,
+                ep = await run_episode(slot_task(group.task, i, self.limits.group_size), env, self.engine, params,
+                                       self.limits.max_turns,
                                        self.limits.max_tokens, self.limits.max_seconds,
                                        on_state=lambda e, g=group: self.store.record_episode(e, g.id, self.version),
                                        episode=ep)

@@ -43,6 +43,12 @@ class _Live:
     ids: list[int]  # the full context so far, as token ids
     tools: list[dict[str, Any]] | None = None  # schemas rendered by the chat template (None: not, or none)
     prefix: str = ""  # forced start of the next reply (a scaffold's), context for the model, part of the reply for the env
+    forced: list[int] = dataclasses.field(default_factory=list)  # its token ids, which the engine continues
+    train_forced: bool = False  # guided scaffold: the forced ids are trained as the model's own (mask 1), not context
+
+    def context(self) -> list[int]:
+        """What the engine continues: the context, then any forced start of the reply."""
+        return self.ids + self.forced
 
 
 async def run_episodes(
@@ -69,7 +75,7 @@ async def run_episodes(
         active = [x for x in live if x.episode.state in ACTIVE_EPISODE]
         if not active:
             break
-        completions = await engine.generate([x.ids for x in active],
+        completions = await engine.generate([x.context() for x in active],
                                             dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns))
         steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, completions)]
         await asyncio.gather(*steps)
@@ -131,7 +137,7 @@ async def run_episode(
         turn_params = dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns,
                                           seed=None if params.seed is None else params.seed + 7919 * turn_no)
         try:
-            [completion] = await engine.generate([x.ids], turn_params)
+            [completion] = await engine.generate([x.context()], turn_params)
         except RolloutFailure as e:
             _fail(x.episode, e)
             await x.env.close()
@@ -177,9 +183,10 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
             ep.info.tools_presented = "system_prompt"
         live = _Live(ep, env, renderer.chat_ids(ep.messages))
     prefix = forced_prefix(task)
-    if prefix:  # its tokens follow the generation cue as context: in the prompt ids, never trained on (mask 0)
-        live.prefix = prefix
-        live.ids = live.ids + renderer.text_ids(prefix)
+    if prefix:  # its tokens follow the generation cue: context (mask 0), or under a guided scaffold the model's own (mask 1)
+        live.prefix, live.forced = prefix, renderer.text_ids(prefix)
+        live.train_forced = bool(task.metadata["scaffold"].get("guided"))
+        ep.info.extra["scaffold_prefix"] = prefix
     return live
 
 
@@ -187,6 +194,11 @@ def forced_prefix(task: Task) -> str:
     """The forced start of the first reply a scaffolded task carries (see
     :mod:`practicum.curriculum.scaffold`), or ""."""
     return str((task.metadata.get("scaffold") or {}).get("prefix") or "")
+
+
+def was_helped(ep: Episode) -> bool:
+    """Whether a scaffold forced the start of this episode's reply."""
+    return "scaffold_prefix" in ep.info.extra
 
 
 async def _end(x: _Live, reason: EndReason, message: str) -> None:
@@ -212,12 +224,17 @@ async def _end(x: _Live, reason: EndReason, message: str) -> None:
 async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> None:
     ep = x.episode
     reply, x.prefix = x.prefix + completion.text, ""  # the environment reads the forced prefix as part of the reply
+    if x.train_forced:  # forced tokens as the model's own: the behaviour policy emitted them with probability 1
+        prompt_ids, ids, logps, text = x.ids, x.forced + completion.ids, [0.0] * len(x.forced) + completion.logprobs, reply
+    else:
+        prompt_ids, ids, logps, text = x.context(), completion.ids, completion.logprobs, completion.text
+    x.ids, x.forced, x.train_forced = x.context(), [], False
     ep.turns.append(
         Turn(
-            prompt_ids=list(x.ids),
-            completion_ids=completion.ids,
-            logprobs=completion.logprobs,
-            text=completion.text,
+            prompt_ids=list(prompt_ids),
+            completion_ids=ids,
+            logprobs=logps,
+            text=text,
             finish_reason=completion.finish_reason,
             policy_version=completion.policy_version,
             gen_seconds=completion.seconds,

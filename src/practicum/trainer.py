@@ -123,19 +123,19 @@ class PackedBatch:
 
 class Trainer:
     def __init__(self, model_path: str | Path, cfg: TrainerConfig, algo: AlgorithmConfig, device: str = "cpu") -> None:
-        from transformers import AutoModelForCausalLM
+        from practicum.models import load_causal_lm
 
         self.cfg = cfg
         self.algo = algo
         self.device = torch.device(device)
         self.autocast_dtype = resolve_autocast(cfg.autocast_dtype, self.device)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
+        model = load_causal_lm(model_path, torch.float32, self.device)
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         model.config.use_cache = False
         self.ref_model = None
         if algo.kl_coef > 0:
-            self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16).to(self.device)
+            self.ref_model = load_causal_lm(model_path, torch.bfloat16, self.device)
             self.ref_model.eval().requires_grad_(False)
         if cfg.mode == "lora":
             from peft import LoraConfig, get_peft_model

@@ -41,6 +41,7 @@ from practicum.curriculum.shaping import attempt_of, shape_group
 from practicum.envs.base import Domain
 from practicum.orchestrator import draw_seed
 from practicum.records import Group, Task
+from practicum.rollout import was_helped
 from practicum.store import Store
 
 POOL_REDRAWS = 16  # most candidates a difficulty pool may reject for one draw (the last one is kept)
@@ -169,7 +170,11 @@ class Driver:
                                           f"(pass rate {change.pass_rate:.2f} over {lc.cfg.window} groups)")
         scaffold = self.cur.scaffolds.get(name)
         if scaffold is not None:
-            removed = scaffold.observe(is_scaffolded(task), rewards, self.step)
+            # the unaided episodes measure success without help: all of an unscaffolded group's, and
+            # those of a guided group that ran without the prefix
+            unaided = [e.reward for e in group.episodes if e.trainable and not was_helped(e)]
+            removed = scaffold.observe(is_scaffolded(task) and not task.metadata["scaffold"].get("guided"),
+                                       unaided, self.step)
             if removed is not None:
                 self.event("scaffold", name, f"{name}: scaffold removed (success without it {removed.success:.2f} "
                                              f">= {scaffold.cfg.threshold})")

@@ -11,6 +11,19 @@ uniform, and nothing is learned. A scaffold makes the behaviour reachable:
   :attr:`ScaffoldedTask.prefix`; the rollout appends its tokens to the generation prompt and
   the environment reads prefix + reply. Those tokens are context (loss mask 0), not samples.
 
+``guided: true`` (prefix only) trains what the help made reachable *as the policy's own*, in the
+manner of Guide-GRPO (Nath et al., 2025) and LUFFY (Yan et al., 2025): a guided group's first
+``share`` of episodes get the forced prefix, the others run unaided on the same task, and the
+prefix tokens of the guided ones are trained as if the model had written them after the plain
+prompt (loss mask 1, behaviour log-prob 0: the behaviour policy emitted them with probability
+1). The unaided episodes give the group its baseline, so when the prefix (the format) is what
+earns the reward, the advantage is positive on the guided episodes and the update raises the
+probability of writing the prefix unaided - which no amount of prefixed context (mask 0) does.
+Under ``algorithm.off_policy: none`` the samples are taken as the policy's own (the guided
+ones are biased towards the help, as in Guide-GRPO without its importance weight); under
+``tis``/``decoupled`` the weight pi/1 of the forced tokens is their own probability, which
+shrinks their update while the policy rarely writes them.
+
 and is removed so the final policy needs none of it. Each training group is scaffolded with
 probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 between
 ``fade_start`` and ``fade_end`` (``linear``, or in ``stages`` equal drops for ``step``;
@@ -53,6 +66,10 @@ class ScaffoldConfig(Strict):
                                     "the last `window` unscaffolded episodes reaches this (None: schedule only).")
     window: int = Field(default=32, ge=1, description="Unscaffolded episodes the success without help is measured over.")
     probe_share: float = Field(default=0.1, ge=0, le=1, description="Least share of training groups drawn without the scaffold, to measure success without it.")
+    guided: bool = Field(default=False, description="Train the forced prefix as the model's own tokens after the plain prompt, "
+                         "with only `share` of a guided group's episodes prefixed (prefix only; see the module).")
+    share: float = Field(default=0.5, gt=0, le=1, description="guided: share of a guided group's episodes that get the "
+                         "prefix (at least one); the rest run unaided and give the group its baseline.")
 
     @model_validator(mode="after")
     def _ordered(self) -> ScaffoldConfig:
@@ -60,6 +77,9 @@ class ScaffoldConfig(Strict):
             raise ValueError(f"scaffold.fade_end ({self.fade_end}) must be after fade_start ({self.fade_start})")
         if not (self.examples or self.hint or self.prefix):
             raise ValueError("scaffold: give at least one of examples, hint, prefix")
+        if self.guided and (self.examples or self.hint or not self.prefix):
+            raise ValueError("scaffold.guided trains the episodes against the plain prompt, so only a forced prefix can "
+                             "guide them: give `prefix` and no examples or hint")
         return self
 
 
@@ -78,6 +98,21 @@ class ScaffoldChange(BaseModel):
 
 def is_scaffolded(task: Task) -> bool:
     return "scaffold" in task.metadata
+
+
+def slot_task(task: Task, slot: int, group_size: int) -> Task:
+    """The task episode ``slot`` of a group of ``group_size`` runs: in a guided group only the
+    first ``share`` of the slots (at least one) carry the scaffold, the others run the plain task."""
+    marks = task.metadata.get("scaffold")
+    if not marks or not marks.get("guided"):
+        return task
+    if slot < guided_slots(float(marks["guided"]), group_size):
+        return task
+    return task.model_copy(update={"metadata": {k: v for k, v in task.metadata.items() if k != "scaffold"}})
+
+
+def guided_slots(share: float, group_size: int) -> int:
+    return min(group_size, max(1, round(share * group_size)))
 
 
 class Scaffold:
@@ -119,7 +154,9 @@ class Scaffold:
             last = prompt[users[-1]]
             prompt[users[-1]] = Message(role="user", content=f"{last.content}\n\n{self.cfg.hint}")
         prompt = prompt[:lead] + shots + prompt[lead:]
-        marks = {"examples": len(self.cfg.examples), "hint": bool(self.cfg.hint), "prefix": self.cfg.prefix}
+        marks: dict[str, Any] = {"examples": len(self.cfg.examples), "hint": bool(self.cfg.hint), "prefix": self.cfg.prefix}
+        if self.cfg.guided:
+            marks["guided"] = self.cfg.share
         scaffolded = task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
         return ScaffoldedTask(task=scaffolded, prefix=self.cfg.prefix)
 

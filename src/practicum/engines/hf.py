@@ -179,13 +179,15 @@ class HFEngine:
         max_batch: int = 64,
         prefix_cache_mb: float = 1024,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from practicum.models import load_causal_lm
 
         self.path = Path(path)
         self.device = torch.device(device)
         self.dtype = dtype
         self.max_batch = max_batch  # most rows decoding at once; the rest wait
-        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(self.device)
+        self.model = load_causal_lm(self.path, dtype, self.device)
         self.model.eval()
         self.model.requires_grad_(False)
         tokenizer = AutoTokenizer.from_pretrained(self.path)
