@@ -97,22 +97,16 @@ def side_overrides(side: str, out_dir: Path, eval_tokens: int, extra: list[str])
     ]
 
 
-def helped(group: Any, episode: Any) -> bool:
-    """Whether an episode ran with the scaffold's help: every episode of a scaffolded group,
-    except in a guided group, where only those with the forced prefix did."""
-    from practicum.rollout import was_helped
-
-    marks = group.task.metadata.get("scaffold")
-    return bool(marks) and (was_helped(episode) if marks.get("guided") else True)
-
-
 def split_by_help(groups: list[Any]) -> dict[str, dict[str, float]]:
     """Means of the score components over the episodes that ran with the scaffold's help
-    (``help``) and without it (``bare``), with their episode counts: the bare ones show whether
-    the format is sampled without help, which is what GRPO needs before it can reinforce it."""
+    (``help``; in a guided group only some do) and without it (``bare``), with their episode
+    counts: the bare ones show whether the format is sampled without help, which is what GRPO
+    needs before it can reinforce it."""
+    from practicum.rollout import was_helped
+
     out: dict[str, dict[str, float]] = {}
     for key, want in (("help", True), ("bare", False)):
-        eps = [e for g in groups for e in g.episodes if e.score is not None and helped(g, e) == want]
+        eps = [e for g in groups for e in g.episodes if e.score is not None and was_helped(e) == want]
         out[key] = {"n": float(len(eps)), **{c: (sum(e.score.components.get(c, 0.0) for e in eps) / len(eps)
                                                  if eps else 0.0) for c in COMPONENTS}}
     return out

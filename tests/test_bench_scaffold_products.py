@@ -52,7 +52,7 @@ def test_sides_differ_only_by_the_scaffold(tmp_path):
             for s in sp.SIDES}
     assert cfgs["plain"].curriculum.scaffold == {}
     scaffold = cfgs["scaffold"].curriculum.scaffold["products"]
-    assert scaffold.guided and scaffold.prefix == "<answer>"
+    assert scaffold.guided and scaffold.examples
     a, b = (cfgs[s].model_dump(mode="json") for s in sp.SIDES)
     for d in (a, b):
         d["curriculum"].pop("scaffold")
@@ -76,16 +76,16 @@ def test_scaffold_examples_are_not_held_out_questions():
     assert not {domain.source.train_task(i).prompt[-1].content for i in range(200)} & held_out
 
 
-def test_split_by_help_counts_a_guided_groups_prefixed_episodes_as_helped():
-    """In a guided group only the episodes with the forced prefix ran with help; in a scaffolded
-    (unguided) group every episode did; in a plain group none."""
+def test_split_by_help_splits_by_the_episodes_own_mark():
+    """Help is what the rollout marked on each episode: in a guided group only some episodes
+    were helped, in a scaffolded (unguided) group all, in a plain group none."""
     from practicum.records import Episode, EpisodeState, Group, GroupState, Message, Score, Task
 
-    def ep(strict: float, prefixed: bool) -> Episode:
+    def ep(strict: float, helped: bool) -> Episode:
         e = Episode(task_id="t", domain="products", state=EpisodeState.done,
                     score=Score(value=strict, components={"strict": strict, "lenient": 1.0, "format": strict}))
-        if prefixed:
-            e.info.extra["scaffold_prefix"] = "<answer>"
+        if helped:
+            e.info.extra["scaffold"] = {"prefix": "<answer>"}
         return e
 
     task = Task(id="t", domain="products", prompt=[Message(role="user", content="q")], target="1")
@@ -93,7 +93,7 @@ def test_split_by_help_counts_a_guided_groups_prefixed_episodes_as_helped():
     hinted = task.model_copy(update={"metadata": {"scaffold": {"hint": True, "prefix": None}}})
     groups = [Group(task=guided, episodes=[ep(1.0, True), ep(1.0, True), ep(0.0, False), ep(1.0, False)],
                     state=GroupState.trained),
-              Group(task=hinted, episodes=[ep(1.0, False), ep(0.0, False)], state=GroupState.trained),
+              Group(task=hinted, episodes=[ep(1.0, True), ep(0.0, True)], state=GroupState.trained),
               Group(task=task, episodes=[ep(0.0, False), ep(0.0, False)], state=GroupState.trained)]
     split = sp.split_by_help(groups)
     assert split["help"]["n"] == 4 and split["help"]["strict"] == 0.75  # 1, 1 (guided) + 1, 0 (hinted)

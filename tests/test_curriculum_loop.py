@@ -18,7 +18,7 @@ from practicum.audit import audit
 from practicum.config import load_config
 from practicum.curriculum.driver import Driver
 from practicum.curriculum.parts import CurriculumConfig
-from practicum.curriculum.scaffold import ScaffoldConfig, guided_slots, is_scaffolded, slot_task
+from practicum.curriculum.scaffold import Scaffold, ScaffoldConfig, guided_slots, is_scaffolded, slot_task
 from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, MathDomain, ReasoningGymSource
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
@@ -161,6 +161,43 @@ def test_guided_prefix_is_trained_as_the_models_own_tokens_after_the_plain_promp
     assert was_helped(ep) and len(logps) == len(ids)
 
 
+def test_guided_examples_and_hint_are_shown_to_the_engine_and_left_out_of_the_trained_context():
+    """A guided scaffold with worked examples and a hint: the engine continues the helped
+    conversation, while the episode (its messages and its training sequence) holds the plain
+    prompt, so the reply is trained as the answer to the question without help."""
+    plain = Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="system", content="be brief"),
+                                                             Message(role="user", content="say seven")], target="seven")
+    scaffold = Scaffold("alpha", ScaffoldConfig(examples=[{"question": "say one", "reply": "one"}], hint="one word",
+                                                guided=True))
+    helped = scaffold.apply(plain).task
+    seen: list[str] = []
+    engine = ScriptedEngine(lambda prompt, _call: seen.append(prompt) or "seven")
+    ep = asyncio.run(run_episode(helped, Recorder(), engine, SamplingParams(max_new_tokens=8)))
+    (turn,) = ep.turns
+    assert seen == [engine.renderer.decode(engine.renderer.chat_ids(helped.prompt))]
+    assert "say one" in seen[0] and "one word" in seen[0]
+    assert [m.content for m in ep.messages[:2]] == ["be brief", "say seven"]
+    assert turn.prompt_ids == engine.renderer.chat_ids(plain.prompt)
+    ids, mask, _ = ep.training_sequence()
+    assert ids == turn.prompt_ids + turn.completion_ids and sum(mask) == len(turn.completion_ids)
+    assert was_helped(ep) and ep.reward == 1.0
+
+
+def test_a_guided_episode_whose_environment_moved_the_help_is_a_recorded_failure():
+    """An environment that rewrites the prompt (here: drops the hint) cannot be guided: the
+    episode fails with an environment error, the rollout goes on."""
+    class Rewriter(ToyEnv):
+        async def reset(self, task):
+            obs = await super().reset(task)
+            return Observation(messages=[Message(role="user", content="something else")])
+
+    task = Scaffold("alpha", ScaffoldConfig(hint="one word", guided=True)).apply(
+        Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="user", content="say seven")], target="seven")).task
+    ep = asyncio.run(run_episode(task, Rewriter(), ScriptedEngine(lambda _p, _c: "seven"), SamplingParams(max_new_tokens=8)))
+    assert ep.state == EpisodeState.failed and ep.errors[-1].kind == "environment"
+    assert "hint" in ep.errors[-1].message and not ep.turns
+
+
 def test_a_guided_group_prefixes_only_its_share_of_slots():
     """slot_task: in a group of 8 with share 0.5 slots 0-3 carry the scaffold and 4-7 run the plain
     task; any share gives at least one guided slot; unguided scaffolds are the same for every slot."""
@@ -168,13 +205,15 @@ def test_a_guided_group_prefixes_only_its_share_of_slots():
     guided = plain.model_copy(update={"metadata": {"scaffold": {"prefix": "<a>", "guided": 0.5}}})
     assert [is_scaffolded(slot_task(guided, i, 8)) for i in range(8)] == [True] * 4 + [False] * 4
     assert slot_task(guided, 5, 8) == plain
+    helped = Scaffold("alpha", ScaffoldConfig(examples=[{"question": "q1", "reply": "r1"}], hint="h", guided=True,
+                                              share=0.25)).apply(plain).task
+    assert len(helped.prompt) == 3 and helped.prompt[-1].content == "q\n\nh"
+    assert [slot_task(helped, i, 8) == plain for i in range(8)] == [False] * 2 + [True] * 6  # the help taken out
     assert guided_slots(0.01, 8) == 1 and guided_slots(1.0, 8) == 8 and guided_slots(0.3, 8) == 2
     hint = plain.model_copy(update={"metadata": {"scaffold": {"prefix": "<a>"}}})
     assert all(slot_task(hint, i, 8) is hint for i in range(8))
-    with pytest.raises(ValueError, match="only a forced prefix"):
-        ScaffoldConfig(guided=True, prefix="<a>", hint="say it")
-    with pytest.raises(ValueError, match="only a forced prefix"):
-        ScaffoldConfig(guided=True, hint="say it")
+    with pytest.raises(ValueError, match="at least one of"):
+        ScaffoldConfig(guided=True)
 
 
 def test_guided_groups_unaided_episodes_measure_success_without_help():
@@ -192,7 +231,7 @@ def test_guided_groups_unaided_episodes_measure_success_without_help():
         ep.turns.append(Turn(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], text="x", finish_reason="stop",
                              policy_version=0))
         if i < 2:
-            ep.info.extra["scaffold_prefix"] = "seven"
+            ep.info.extra["scaffold"] = {"prefix": "seven", "guided": 0.5}
         eps.append(ep)
     drv.observe(Group(task=guided, episodes=eps, state=GroupState.ready))
     assert drv.cur.scaffolds["alpha"].unaided == [1.0, 1.0]

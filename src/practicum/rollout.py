@@ -19,7 +19,7 @@ from typing import Any
 
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Environment
-from practicum.errors import RolloutFailure
+from practicum.errors import EnvironmentFailure, RolloutFailure
 from practicum.records import (
     ACTIVE_EPISODE,
     EndReason,
@@ -33,6 +33,7 @@ from practicum.records import (
     Task,
     Turn,
 )
+from practicum.curriculum.scaffold import unaided_messages
 from practicum.tools import with_tool_prompt
 
 
@@ -45,10 +46,14 @@ class _Live:
     prefix: str = ""  # forced start of the next reply (a scaffold's), context for the model, part of the reply for the env
     forced: list[int] = dataclasses.field(default_factory=list)  # its token ids, which the engine continues
     train_forced: bool = False  # guided scaffold: the forced ids are trained as the model's own (mask 1), not context
+    shown: list[int] | None = None  # guided scaffold: the helped start of the context the engine sees instead of
+    plain: int = 0  # ... the first `plain` ids of `ids` (the plain prompt, which is what is trained)
 
     def context(self) -> list[int]:
-        """What the engine continues: the context, then any forced start of the reply."""
-        return self.ids + self.forced
+        """What the engine continues: the context (its start as the engine was shown it), then any
+        forced start of the reply."""
+        ids = self.ids if self.shown is None else self.shown + self.ids[self.plain:]
+        return ids + self.forced
 
 
 async def run_episodes(
@@ -176,17 +181,29 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
     renderer = engine.renderer
     if tools and renderer.supports_tools:
         ep.info.tools_presented = "chat_template"
-        live = _Live(ep, env, renderer.chat_ids(ep.messages, tools=tools), tools)
-    else:
-        if tools:  # the documented system-prompt convention (practicum.tools)
-            ep.messages = with_tool_prompt(ep.messages, tools)
-            ep.info.tools_presented = "system_prompt"
-        live = _Live(ep, env, renderer.chat_ids(ep.messages))
+    elif tools:  # the documented system-prompt convention (practicum.tools)
+        ep.messages = with_tool_prompt(ep.messages, tools)
+        ep.info.tools_presented = "system_prompt"
+    use_tools = tools if tools and renderer.supports_tools else None
+    live = _Live(ep, env, renderer.chat_ids(ep.messages, tools=use_tools) if use_tools else renderer.chat_ids(ep.messages),
+                 use_tools)
+    marks = task.metadata.get("scaffold")
+    if marks:  # a scaffold helps this episode (see practicum.curriculum.scaffold)
+        ep.info.extra["scaffold"] = {k: marks.get(k) for k in ("examples", "hint", "prefix", "guided")}
+        if marks.get("guided"):  # the engine sees the help; the episode, and so the update, the plain prompt
+            try:
+                ep.messages = unaided_messages(ep.messages, marks)
+            except ValueError as e:  # the environment moved the help: a recorded failure, not a crash
+                _fail(ep, EnvironmentFailure(f"task {task.id!r}: {e}"))
+                await env.close()
+                return _Live(ep, env, [])
+            live.shown, live.ids = live.ids, (renderer.chat_ids(ep.messages, tools=use_tools) if use_tools
+                                              else renderer.chat_ids(ep.messages))
+            live.plain = len(live.ids)
     prefix = forced_prefix(task)
     if prefix:  # its tokens follow the generation cue: context (mask 0), or under a guided scaffold the model's own (mask 1)
         live.prefix, live.forced = prefix, renderer.text_ids(prefix)
-        live.train_forced = bool(task.metadata["scaffold"].get("guided"))
-        ep.info.extra["scaffold_prefix"] = prefix
+        live.train_forced = bool(marks.get("guided"))
     return live
 
 
@@ -197,8 +214,8 @@ def forced_prefix(task: Task) -> str:
 
 
 def was_helped(ep: Episode) -> bool:
-    """Whether a scaffold forced the start of this episode's reply."""
-    return "scaffold_prefix" in ep.info.extra
+    """Whether a scaffold helped this episode (its prompt, or the start of its reply)."""
+    return "scaffold" in ep.info.extra
 
 
 async def _end(x: _Live, reason: EndReason, message: str) -> None:
@@ -227,8 +244,8 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
     if x.train_forced:  # forced tokens as the model's own: the behaviour policy emitted them with probability 1
         prompt_ids, ids, logps, text = x.ids, x.forced + completion.ids, [0.0] * len(x.forced) + completion.logprobs, reply
     else:
-        prompt_ids, ids, logps, text = x.context(), completion.ids, completion.logprobs, completion.text
-    x.ids, x.forced, x.train_forced = x.context(), [], False
+        prompt_ids, ids, logps, text = x.ids + x.forced, completion.ids, completion.logprobs, completion.text
+    x.ids, x.forced, x.train_forced = x.ids + x.forced, [], False
     ep.turns.append(
         Turn(
             prompt_ids=list(prompt_ids),

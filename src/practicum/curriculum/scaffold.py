@@ -11,18 +11,19 @@ uniform, and nothing is learned. A scaffold makes the behaviour reachable:
   :attr:`ScaffoldedTask.prefix`; the rollout appends its tokens to the generation prompt and
   the environment reads prefix + reply. Those tokens are context (loss mask 0), not samples.
 
-``guided: true`` (prefix only) trains what the help made reachable *as the policy's own*, in the
-manner of Guide-GRPO (Nath et al., 2025) and LUFFY (Yan et al., 2025): a guided group's first
-``share`` of episodes get the forced prefix, the others run unaided on the same task, and the
-prefix tokens of the guided ones are trained as if the model had written them after the plain
-prompt (loss mask 1, behaviour log-prob 0: the behaviour policy emitted them with probability
-1). The unaided episodes give the group its baseline, so when the prefix (the format) is what
-earns the reward, the advantage is positive on the guided episodes and the update raises the
-probability of writing the prefix unaided - which no amount of prefixed context (mask 0) does.
-Under ``algorithm.off_policy: none`` the samples are taken as the policy's own (the guided
-ones are biased towards the help, as in Guide-GRPO without its importance weight); under
-``tis``/``decoupled`` the weight pi/1 of the forced tokens is their own probability, which
-shrinks their update while the policy rarely writes them.
+``guided: true`` trains what the help made reachable *as the policy's own*, in the manner of
+Guide-GRPO (Nath et al., 2025) and LUFFY (Yan et al., 2025): in a guided group only the first
+``share`` of episodes get the help, the others run unaided on the same task, and every episode
+is trained against the *plain* prompt - the engine sees the examples and the hint, the trained
+context does not - with a forced prefix trained as if the model had written it (loss mask 1,
+behaviour log-prob 0: the behaviour policy emitted it with probability 1). The unaided episodes
+give the group its baseline, so when the help is what earns the reward the advantage is positive
+on the helped episodes, and the update raises the probability of the helped reply after the
+plain prompt - which no amount of help kept in the context (mask 0) does. Under
+``algorithm.off_policy: none`` the helped samples are taken as the policy's own (biased towards
+the help, as Guide-GRPO without its importance weight); under ``tis``/``decoupled`` the weight
+of a forced token is its own probability, which shrinks its update while the policy rarely
+writes it.
 
 and is removed so the final policy needs none of it. Each training group is scaffolded with
 probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 between
@@ -66,10 +67,10 @@ class ScaffoldConfig(Strict):
                                     "the last `window` unscaffolded episodes reaches this (None: schedule only).")
     window: int = Field(default=32, ge=1, description="Unscaffolded episodes the success without help is measured over.")
     probe_share: float = Field(default=0.1, ge=0, le=1, description="Least share of training groups drawn without the scaffold, to measure success without it.")
-    guided: bool = Field(default=False, description="Train the forced prefix as the model's own tokens after the plain prompt, "
-                         "with only `share` of a guided group's episodes prefixed (prefix only; see the module).")
+    guided: bool = Field(default=False, description="Train helped episodes against the plain prompt (a forced prefix as "
+                         "the model's own tokens), with only `share` of a guided group's episodes helped (see the module).")
     share: float = Field(default=0.5, gt=0, le=1, description="guided: share of a guided group's episodes that get the "
-                         "prefix (at least one); the rest run unaided and give the group its baseline.")
+                         "help (at least one); the rest run unaided and give the group its baseline.")
 
     @model_validator(mode="after")
     def _ordered(self) -> ScaffoldConfig:
@@ -77,9 +78,6 @@ class ScaffoldConfig(Strict):
             raise ValueError(f"scaffold.fade_end ({self.fade_end}) must be after fade_start ({self.fade_start})")
         if not (self.examples or self.hint or self.prefix):
             raise ValueError("scaffold: give at least one of examples, hint, prefix")
-        if self.guided and (self.examples or self.hint or not self.prefix):
-            raise ValueError("scaffold.guided trains the episodes against the plain prompt, so only a forced prefix can "
-                             "guide them: give `prefix` and no examples or hint")
         return self
 
 
@@ -108,11 +106,35 @@ def slot_task(task: Task, slot: int, group_size: int) -> Task:
         return task
     if slot < guided_slots(float(marks["guided"]), group_size):
         return task
-    return task.model_copy(update={"metadata": {k: v for k, v in task.metadata.items() if k != "scaffold"}})
+    return task.model_copy(update={"prompt": unaided_messages(task.prompt, marks),
+                                   "metadata": {k: v for k, v in task.metadata.items() if k != "scaffold"}})
 
 
 def guided_slots(share: float, group_size: int) -> int:
     return min(group_size, max(1, round(share * group_size)))
+
+
+def unaided_messages(messages: list[Message], marks: dict[str, Any]) -> list[Message]:
+    """A guided episode's conversation as the environment showed it, without the scaffold's help
+    (the worked examples after the system messages, the hint at the end of the last user
+    message): the context it is trained against. An environment that rewrote the prompt so that
+    the help is no longer where :meth:`Scaffold.apply` put it cannot be guided: ValueError."""
+    shots = list(marks.get("shots") or [])
+    lead = 0
+    while lead < len(messages) and messages[lead].role == "system":
+        lead += 1
+    if [m.content for m in messages[lead:lead + len(shots)]] != shots:
+        raise ValueError("guided scaffold: the environment's prompt does not start with the scaffold's worked examples")
+    out = [m.model_copy() for m in messages[:lead] + messages[lead + len(shots):]]
+    hint = marks.get("hint_text")
+    if hint:
+        users = [i for i, m in enumerate(out) if m.role == "user"]
+        tail = f"\n\n{hint}"
+        if not users or not out[users[-1]].content.endswith(tail):
+            raise ValueError("guided scaffold: the environment's last user message does not end with the scaffold's hint")
+        last = out[users[-1]]
+        out[users[-1]] = last.model_copy(update={"content": last.content[:-len(tail)]})
+    return out
 
 
 class Scaffold:
@@ -155,8 +177,8 @@ class Scaffold:
             prompt[users[-1]] = Message(role="user", content=f"{last.content}\n\n{self.cfg.hint}")
         prompt = prompt[:lead] + shots + prompt[lead:]
         marks: dict[str, Any] = {"examples": len(self.cfg.examples), "hint": bool(self.cfg.hint), "prefix": self.cfg.prefix}
-        if self.cfg.guided:
-            marks["guided"] = self.cfg.share
+        if self.cfg.guided:  # what unaided_messages() needs to take the help out of the trained context
+            marks.update(guided=self.cfg.share, shots=[m.content for m in shots], hint_text=self.cfg.hint)
         scaffolded = task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
         return ScaffoldedTask(task=scaffolded, prefix=self.cfg.prefix)
 
