@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from practicum.curriculum.scaffold import unaided_messages
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Environment
 from practicum.errors import EnvironmentFailure, RolloutFailure
@@ -33,7 +34,6 @@ from practicum.records import (
     Task,
     Turn,
 )
-from practicum.curriculum.scaffold import unaided_messages
 from practicum.tools import with_tool_prompt
 
 
