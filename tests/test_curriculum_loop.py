@@ -188,7 +188,7 @@ def test_a_guided_episode_whose_environment_moved_the_help_is_a_recorded_failure
     episode fails with an environment error, the rollout goes on."""
     class Rewriter(ToyEnv):
         async def reset(self, task):
-            obs = await super().reset(task)
+            await super().reset(task)
             return Observation(messages=[Message(role="user", content="something else")])
 
     task = Scaffold("alpha", ScaffoldConfig(hint="one word", guided=True)).apply(
