@@ -7,7 +7,7 @@ wall-clock budget in each side, one side after the other, each in its own subpro
   (trained-ratio mixing, the band-pass filter, replay with the TIS correction, the drift guard
   with its reaction, checked on a held-out evaluation every ``--drift-every`` training minutes);
 * ``ablation``: the same domains and hyperparameters, without the ``curriculum:`` section;
-* ``single:DOMAIN``: that domain alone, the same recipe without the curriculum;
+* ``single:DOMAIN``: that domain alone, the same recipe with only that domain's scaffold (if any);
 * ``base``: the untrained model (no training; evaluated once).
 
 Every side is then evaluated on every domain's held-out set (greedy, the same tasks, the first
@@ -184,11 +184,14 @@ def side_names(domains: list[str]) -> list[str]:
 
 def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
     """The config of one side, from the benchmark's config: ``mixed`` as written; ``ablation``
-    without the curriculum section; ``single:D`` without it and with domain D alone."""
+    without the curriculum section; ``single:D`` with domain D alone and, of the curriculum,
+    only D's scaffold (a domain's help belongs to the domain: without it a single run on a task
+    whose format the model never writes could not learn it at all, which would flatter the
+    mixed run)."""
     out = copy.deepcopy(raw)
     if side in ("mixed", "base"):
         return out
-    out.pop("curriculum", None)
+    cur = out.pop("curriculum", None) or {}
     if side == "ablation":
         return out
     if side.startswith("single:"):
@@ -196,6 +199,9 @@ def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
         out["domains"] = [d for d in raw["domains"] if d["name"] == name]
         if not out["domains"]:
             raise SystemExit(f"side {side}: the config has no domain {name!r}")
+        scaffold = (cur.get("scaffold") or {}).get(name)
+        if scaffold is not None:
+            out["curriculum"] = {"scaffold": {name: scaffold}}
         return out
     raise SystemExit(f"unknown side {side!r}")
 

@@ -153,3 +153,21 @@ def test_side_configs_cut_from_the_benchmark_config():
     with pytest.raises(SystemExit, match="no domain 'c'"):
         md.side_raw(raw, "single:c")
     assert md.side_names(["a", "b"]) == ["base", "mixed", "ablation", "single:a", "single:b"]
+
+
+def test_a_single_side_keeps_its_own_domains_scaffold_and_nothing_else():
+    scaffold = {"hint": "say it", "guided": True}
+    raw = {"domains": [{"name": "a"}, {"name": "b"}],
+           "curriculum": {"filter": {"enabled": True}, "scaffold": {"a": scaffold}}}
+    assert md.side_raw(raw, "single:a")["curriculum"] == {"scaffold": {"a": scaffold}}
+    assert "curriculum" not in md.side_raw(raw, "single:b")
+    assert "curriculum" not in md.side_raw(raw, "ablation")
+
+
+def test_the_benchmark_config_validates_for_every_side(tmp_path):
+    args = md.parse_args(["--out", str(tmp_path / "m.json")])
+    names = [d["name"] for d in md.read_raw(args.config, [])["domains"]]
+    assert names == ["arithmetic", "products", "gcd", "legs"]
+    for side in md.side_names(names):
+        cfg = md.side_config(args, side)
+        assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
