@@ -1,4 +1,4 @@
-"""The ``practicum`` command line: train, eval, models, doctor, envs, verify, tasks, runs, sandbox."""
+"""The ``practicum`` command line: train, eval, serve, models, doctor, envs, verify, tasks, runs, sandbox."""
 
 from __future__ import annotations
 
@@ -213,6 +213,49 @@ def models_prepare(name: Annotated[str, typer.Argument(help="Built-in model name
         _fail(e)
         return
     console.print(f"{name}: ready at {path} ({time.perf_counter() - t0:.1f} s)")
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Option(help="Model name or checkpoint folder (default: the embedded model).")] = "smollm2-135m-instruct",
+    checkpoint: Annotated[Path | None, typer.Option(help="A training checkpoint folder (runs/X/checkpoints/step_N).")] = None,
+    name: Annotated[str | None, typer.Option(help="The model name clients ask for (default: the model's).")] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    api_key: Annotated[str | None, typer.Option(envvar="PRACTICUM_API_KEY", help="Require this key (Authorization: Bearer KEY).")] = None,
+    tier: Annotated[list[str] | None, typer.Option(help="Also serve a fast tier as NAME-TIER: int8 (dynamic int8 weights).")] = None,
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    max_tokens: Annotated[int, typer.Option(help="Most new tokens a request may ask for.")] = 1024,
+    max_batch: Annotated[int, typer.Option(help="Most requests decoding at once (the rest wait).")] = 64,
+) -> None:
+    """Serve a model over an OpenAI-compatible chat-completions API (docs/serve.md)."""
+    try:
+        import uvicorn
+    except ImportError:
+        _fail(PracticumError("practicum serve needs the serve extra: pip install 'practicum[serve]'"))
+        return
+    from practicum.checkpoints import load_checkpoint_weights
+    from practicum.hardware import resolve_dtype
+    from practicum.models import resolve_model
+    from practicum.serve import ServeLimits, build_models, create_app
+
+    try:
+        weights = None
+        if checkpoint is not None:
+            path, weights = load_checkpoint_weights(checkpoint)
+        else:
+            path = resolve_model(model)
+        served_name = name or (model if checkpoint is None else f"{model}@{checkpoint.name}")
+        models = build_models(path, served_name, resolve_dtype(dtype, device), device, tier or [], max_batch, weights)
+        limits = ServeLimits(max_tokens=max_tokens, default_max_tokens=min(256, max_tokens))
+    except (PracticumError, ValueError) as e:
+        _fail(e)
+        return
+    app_ = create_app(models, api_key=api_key, limits=limits)
+    names = ", ".join(m.name for m in models)
+    console.print(f"serving {names} at http://{host}:{port}/v1" + (" (API key required)" if api_key else ""))
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
 
 
 @app.command()

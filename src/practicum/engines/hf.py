@@ -63,7 +63,7 @@ import time
 import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +133,7 @@ class _Request:
     out_logp: list[float] = field(default_factory=list)
     gen: torch.Generator | None = None
     cancelled: bool = False  # set by the caller's coroutine; the row leaves at the next step
+    on_token: Callable[[int], None] | None = None  # called from the decode thread with each sampled token (stream)
 
 
 MIN_SHARED_PREFIX = 16  # shorter common beginnings are not worth a separate prefill
@@ -178,7 +179,10 @@ class HFEngine:
         device: str = "cpu",
         max_batch: int = 64,
         prefix_cache_mb: float = 1024,
+        quantize: str | None = None,
     ) -> None:
+        """``quantize="int8"``: dynamic int8 weights for every linear layer (CPU; a serving tier:
+        the weights can no longer be updated)."""
         from transformers import AutoTokenizer
 
         from practicum.models import load_causal_lm
@@ -190,6 +194,9 @@ class HFEngine:
         self.model = load_causal_lm(self.path, dtype, self.device)
         self.model.eval()
         self.model.requires_grad_(False)
+        self.quantize: str | None = None
+        if quantize is not None:
+            self.quantize_weights(quantize)
         tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.renderer = ChatRenderer(tokenizer, self.model.generation_config.eos_token_id)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -236,7 +243,41 @@ class HFEngine:
         prompt in the call has n = i), each returned to this call when all have ended."""
         return await self._run(prompts, params, first=0)
 
-    async def _run(self, prompts: list[list[int]], params: SamplingParams, first: int) -> list[Completion]:
+    async def stream(self, ids: list[int], params: SamplingParams) -> AsyncIterator[int | Completion]:
+        """:meth:`submit`, yielding each token id as the decode thread samples it and then the
+        :class:`Completion`. Leaving the iteration early (a client that went away) cancels the
+        request: its row leaves the batch at the next step instead of decoding on for nobody."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[int | Completion | BaseException] = asyncio.Queue()
+
+        def on_token(t: int) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, t)
+            except RuntimeError:  # the loop has closed: nobody is reading
+                pass
+
+        n = 0
+        if params.seed is not None and params.temperature > 0:
+            key = (params.seed, _prompt_digest(ids))
+            with self._cond:
+                n = self._counts.pop(key, 0)
+                self._counts[key] = n + 1
+        task = asyncio.ensure_future(self._run([ids], params, first=n, on_token=on_token))
+        task.add_done_callback(lambda t: queue.put_nowait(t.exception() or t.result()[0]) if not t.cancelled() else None)
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+                if isinstance(item, Completion):
+                    return
+        finally:
+            if not task.done():
+                task.cancel()  # marks the request cancelled (see _run)
+
+    async def _run(self, prompts: list[list[int]], params: SamplingParams, first: int,
+                   on_token: Callable[[int], None] | None = None) -> list[Completion]:
         loop = asyncio.get_running_loop()
         base = params.seed
         if base is None and params.temperature > 0:
@@ -252,7 +293,7 @@ class HFEngine:
                 seen[d] = n + 1
                 seed = _request_seed(base, d, n)
             fut: asyncio.Future = loop.create_future()
-            requests.append(_Request(list(ids), params, seed, _deliverer(loop, fut), now))
+            requests.append(_Request(list(ids), params, seed, _deliverer(loop, fut), now, on_token=on_token))
             futures.append(fut)
         if self._closing:
             raise RuntimeError("the engine is closed")
@@ -485,6 +526,8 @@ class HFEngine:
         for i, (r, t, lp) in enumerate(zip(rows, tok.tolist(), tok_logp.tolist())):
             r.out_ids.append(t)
             r.out_logp.append(lp)
+            if r.on_token is not None:
+                r.on_token(t)
             ended = "stop" if t in stops or (r.params.stop and self._hits_stop(r.out_ids, r.params.stop)) else (
                 "length" if len(r.out_ids) >= r.params.max_new_tokens else None)
             if ended is not None:
@@ -606,10 +649,21 @@ class HFEngine:
         return any(s in tail for s in stop)
 
     # --- weights ---------------------------------------------------------------------------
+    def quantize_weights(self, kind: str) -> None:
+        """Quantize the weights held now for serving: ``int8``, dynamic int8 linear layers
+        (CPU). Call it after any :meth:`load_weights`; afterwards the weights cannot change."""
+        if kind != "int8" or self.device.type != "cpu":
+            raise ValueError(f"quantize={kind!r}: only 'int8' on CPU (dynamic int8 linear layers)")
+        with self._compute:
+            self.model = torch.ao.quantization.quantize_dynamic(self.model, {torch.nn.Linear}, dtype=torch.qint8)
+        self.quantize = kind
+
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Copy new weights in place and set the policy version, between two decode steps:
         while the decode thread runs, this hands the weights to it and waits until it has
         copied them (at the end of its current step)."""
+        if self.quantize is not None:
+            raise ValueError(f"this engine's weights are quantized ({self.quantize}): it serves, it cannot be updated")
         with self._cond:
             if self._thread is None or not self._thread.is_alive() or self._thread is threading.current_thread():
                 with self._compute:

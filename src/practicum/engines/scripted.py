@@ -6,7 +6,7 @@ loop, the store and the environments run end to end in a test without a model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import torch
@@ -70,6 +70,17 @@ class ScriptedEngine:
                 Completion(ids, [self.logprob] * len(ids), self.renderer.decode(ids), finish, self.policy_version)  # type: ignore[arg-type]
             )
         return out
+
+    async def submit(self, ids: list[int], params: SamplingParams) -> Completion:
+        (completion,) = await self.generate([ids], params)
+        return completion
+
+    async def stream(self, ids: list[int], params: SamplingParams) -> AsyncIterator[int | Completion]:
+        """The scripted reply token by token, then its Completion (the shape of HFEngine.stream)."""
+        completion = await self.submit(ids, params)
+        for t in completion.ids:
+            yield t
+        yield completion
 
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         self.policy_version = version
