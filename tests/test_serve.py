@@ -147,9 +147,9 @@ def test_the_api_key_is_required_when_set():
 # --- a real model ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_models(tiny_model_path):
-    from practicum.serve import build_models
-
     import torch
+
+    from practicum.serve import build_models
 
     return build_models(tiny_model_path, "tiny", torch.float32, "cpu", ["int8"])
 
