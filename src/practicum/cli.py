@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from practicum.errors import PracticumError
+from practicum.errors import ConfigError, PracticumError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Post-train language models with RL in verifiable environments.")
 models_app = typer.Typer(no_args_is_help=True, help="List and prepare models.")
@@ -143,23 +143,40 @@ def eval_(
 
         domains = [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=cfg.run.dir) for d in cfg.domains]
         weights = None
-        if checkpoint is not None:
-            path, weights = load_checkpoint_weights(checkpoint)
+        endpoint = cfg.model.endpoint
+        if endpoint is not None:
+            if checkpoint is not None or model is not None:
+                raise ConfigError("model.endpoint is set: the endpoint's model is evaluated (drop --model/--checkpoint)")
+            from practicum.engines.openai_api import OpenAIEngine
+
+            engine = OpenAIEngine(endpoint)
+            path = f"{endpoint.model} at {endpoint.base_url}"
         else:
-            path = resolve_model(model or cfg.model.name)
-        engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device, max_batch=cfg.model.max_batch,
-                          prefix_cache_mb=cfg.model.prefix_cache_mb)
+            if checkpoint is not None:
+                path, weights = load_checkpoint_weights(checkpoint)
+            else:
+                path = resolve_model(model or cfg.model.name)
+            engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device,
+                              max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
         if weights is not None:
             engine.load_weights(weights, 1)
-        res = asyncio.run(evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,
-                                   max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds))
+
+        async def run_eval():
+            try:
+                return await evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,
+                                      max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds)
+            finally:
+                await engine.close()
+
+        res = asyncio.run(run_eval())
     except PracticumError as e:
         _fail(e)
         return
+    usage = asdict(engine.usage) if hasattr(engine, "usage") else None
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
                           "domains": {d: t.model_dump() for d, t in res.tallies.items()},
-                          "per_task": [r.model_dump() for r in res.per_task]}))
+                          "per_task": [r.model_dump() for r in res.per_task], "usage": usage}))
         return
     if per_task:
         rows = Table(title="per task")
@@ -185,6 +202,9 @@ def eval_(
     limited = sum(t.limited for t in res.tallies.values())
     if limited:
         console.print(f"{limited} episode(s) stopped at a turn, token or time limit (scored on what they reached, not errors)")
+    if usage is not None:
+        console.print(f"endpoint usage: {usage['requests']} requests, {usage['prompt_tokens']} prompt + "
+                      f"{usage['completion_tokens']} completion tokens, {usage['retries']} retries, {usage['failures']} failed")
     console.print(f"{res.seconds:.1f} s in all")
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from practicum.curriculum.parts import CurriculumConfig
 from practicum.curriculum.replay import check_correction
+from practicum.engines.openai_api import EndpointConfig
 from practicum.errors import ConfigError
 
 
@@ -41,6 +42,7 @@ class ModelSection(_Strict):
     engine_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field("auto", description="Generation dtype. auto: bf16 where the device has bf16 instructions (GPUs, CPUs with AVX512-BF16/AMX), fp32 where it would be emulated (about 4x slower).")
     max_batch: int = Field(64, ge=1, description="Most sequences decoding at once.")
     prefix_cache_mb: float = Field(1024, ge=0, description="Memory for KV caches of ended rows, reused by the next turn of their conversation (only its new tokens are prefilled; emptied when weights change). 0: off.")
+    endpoint: EndpointConfig | None = Field(None, description="Generate with an OpenAI-compatible chat-completions endpoint instead of the in-process model (docs/endpoints.md): evaluation and data generation only, never training.")
 
 
 class ExampleSection(_Strict):

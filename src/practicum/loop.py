@@ -29,7 +29,7 @@ from practicum.domains import build_domain, get_plugin
 from practicum.engines.base import Engine, SamplingParams
 from practicum.engines.batching import BatchingEngine
 from practicum.envs.base import Domain
-from practicum.errors import CheckpointError, StoreError
+from practicum.errors import CheckpointError, ConfigError, StoreError
 from practicum.evaluation import EvalResult, evaluate
 from practicum.hardware import resolve_dtype
 from practicum.metrics import MetricsWriter
@@ -102,6 +102,12 @@ class Run:
                  store: Store | None = None) -> None:
         from practicum.models import resolve_model
 
+        if engine is None and cfg.model.endpoint is not None:
+            raise ConfigError("model.endpoint: an OpenAI-compatible endpoint evaluates and generates data "
+                              "(practicum eval); it cannot be trained - remove the endpoint to train the model in process")
+        if engine is not None and not getattr(engine, "trainable", True):
+            raise ConfigError(f"{type(engine).__name__} is evaluation-only (its episodes carry no token ids or "
+                              "log-probs of the model): it can evaluate and generate data, not train")
         self.cfg = cfg
         self.log = log
         if cfg.run.threads:
