@@ -10,6 +10,8 @@ import json
 import time
 
 import pytest
+from test_agent_env import TASK, NotesEnv, call
+from test_serve import serving
 
 from practicum.engines.base import SamplingParams
 from practicum.engines.openai_api import EndpointConfig, MessageRenderer, OpenAIEngine, reply_text
@@ -18,8 +20,6 @@ from practicum.errors import EngineFailure
 from practicum.records import EpisodeState, Message
 from practicum.rollout import run_episode
 from practicum.serve import ApiError, ServedModel
-from test_agent_env import TASK, NotesEnv, call
-from test_serve import serving
 
 
 def endpoint(base: str, **kw) -> EndpointConfig:
