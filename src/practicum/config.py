@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from practicum.curriculum.parts import CurriculumConfig
 from practicum.curriculum.replay import check_correction
+from practicum.distributed.config import DistributedConfig
 from practicum.engines.openai_api import EndpointConfig
 from practicum.errors import ConfigError
 
@@ -171,6 +172,8 @@ class RunConfig(_Strict):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     eval: EvalSection = Field(default_factory=EvalSection)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig,
+                                           description="Where the parts run: in this process, or as Ray actors (docs/distributed.md).")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig,
                                          description="Training across domains: mixing, filter, pools, levels, replay, shaping, scaffold, drift guard (docs/curriculum.md). Every part is off by default.")
     base_dir: str = Field(".", description="(set on load) folder of the config file, for relative paths.", exclude=True)

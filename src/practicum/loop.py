@@ -130,15 +130,29 @@ class Run:
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
         self._owned: list[Any] = []  # parts built here, closed by aclose(); those passed in belong to the caller
+        self._closers: list[Callable[[], None]] = []  # and synchronous ones (a trainer actor)
+        ray_mode = cfg.distributed.backend == "ray"
         if engine is None:
-            from practicum.engines.hf import HFEngine
+            dtype = resolve_dtype(cfg.model.engine_dtype, cfg.model.device)
+            if ray_mode:  # rollout workers as Ray actors (docs/distributed.md)
+                from practicum.distributed.rollout import RayEngine
 
-            engine = HFEngine(model_path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device),
-                              device=cfg.model.device, max_batch=cfg.model.max_batch,
-                              prefix_cache_mb=cfg.model.prefix_cache_mb)
+                engine = RayEngine(model_path, dtype, cfg.distributed, device=cfg.model.device,
+                                   max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
+            else:
+                from practicum.engines.hf import HFEngine
+
+                engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch,
+                                  prefix_cache_mb=cfg.model.prefix_cache_mb)
             self._owned.append(engine)
         self.engine = BatchingEngine(engine)
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
+        if trainer is None and ray_mode:
+            from practicum.distributed.trainer import RemoteTrainer
+
+            trainer = RemoteTrainer(model_path, cfg.trainer, cfg.algorithm, cfg.distributed, device=cfg.model.device,
+                                    seed=cfg.run.seed)
+            self._closers.append(trainer.close)
         self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,
                                                                    device=cfg.model.device)
         self._owns_store = store is None
@@ -340,6 +354,8 @@ class Run:
         await self.engine.close()
         for part in self._owned:
             await part.close()
+        for close in self._closers:
+            close()
         self.close()
 
     def close(self) -> None:
