@@ -12,6 +12,7 @@ crash with nothing lost and nothing trained twice (``practicum runs audit`` chec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -125,13 +126,22 @@ class Run:
             raise CheckpointError(f"nothing to resume: {store_path} does not exist")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoints = Checkpoints(self.run_dir, cfg.run.keep_checkpoints)
-        self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=self.run_dir)
-                                                          for d in cfg.domains]
+        ray_mode = cfg.distributed.backend == "ray"
+        self._closers: list[Callable[[], None]] = []  # synchronous parts to close (Ray actors)
+        ctx = None
+        self.sandbox_workers: Any = None  # RemoteSessions in Ray mode with sandbox workers
+        if domains is None and ray_mode and cfg.distributed.sandbox_workers:  # sandbox sessions held by Ray actors
+            from practicum.distributed.sandbox import RemoteSessions
+            from practicum.domains import default_context
+
+            remote = self.sandbox_workers = RemoteSessions(cfg.distributed)
+            self._closers.append(remote.close)
+            ctx = dataclasses.replace(default_context(cfg.run.seed, cfg.base_dir, run_dir=self.run_dir), sessions=remote)
+        self.domains = domains if domains is not None else [build_domain(d, cfg.run.seed, cfg.base_dir, ctx=ctx,
+                                                                         run_dir=self.run_dir) for d in cfg.domains]
         self.weights = [d.weight for d in cfg.domains]
         model_path = self.model_path = resolve_model(cfg.model.name)
         self._owned: list[Any] = []  # parts built here, closed by aclose(); those passed in belong to the caller
-        self._closers: list[Callable[[], None]] = []  # and synchronous ones (a trainer actor)
-        ray_mode = cfg.distributed.backend == "ray"
         if engine is None:
             dtype = resolve_dtype(cfg.model.engine_dtype, cfg.model.device)
             if ray_mode:  # rollout workers as Ray actors (docs/distributed.md)

@@ -37,9 +37,11 @@ from practicum.engines.base import Completion, SamplingParams
 from practicum.errors import EngineFailure
 
 
-def ensure_ray(cfg: DistributedConfig, cpus_needed: float = 0.0) -> Any:
+def ensure_ray(cfg: DistributedConfig) -> Any:
     """Ray, initialised: joined to ``cfg.address``, or a local instance with enough logical CPUs
-    for the actors asked for (logical CPUs are a scheduling budget, not cores)."""
+    for every actor the config asks for (logical CPUs are a scheduling budget, not cores)."""
+    cpus_needed = (cfg.rollout.num_cpus * cfg.rollout_workers + cfg.trainer.num_cpus
+                   + cfg.sandbox.num_cpus * cfg.sandbox_workers + 1)  # +1: room for a replacement
     try:
         import ray
     except ImportError as e:  # an optional dependency
@@ -128,8 +130,7 @@ class RayEngine:
         except OSError:
             eos = None
         self.renderer = ChatRenderer(AutoTokenizer.from_pretrained(self.path), eos)
-        self.ray = ensure_ray(cfg, cfg.rollout.num_cpus * cfg.rollout_workers + cfg.trainer.num_cpus
-                              + cfg.sandbox.num_cpus * cfg.sandbox_workers)
+        self.ray = ensure_ray(cfg)
         self.policy_version = 0
         self._weights: Any = None  # object ref of the current weights (None: the checkpoint's own)
         self.workers: list[_Worker] = []
