@@ -43,6 +43,8 @@ class ModelSection(_Strict):
     engine_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field("auto", description="Generation dtype. auto: bf16 where the device has bf16 instructions (GPUs, CPUs with AVX512-BF16/AMX), fp32 where it would be emulated (about 4x slower).")
     max_batch: int = Field(64, ge=1, description="Most sequences decoding at once.")
     prefix_cache_mb: float = Field(1024, ge=0, description="Memory for KV caches of ended rows, reused by the next turn of their conversation (only its new tokens are prefilled; emptied when weights change). 0: off.")
+    engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (transformers, in process, continuous batching) or vllm (the vllm extra, a GPU; docs/distributed.md).")
+    vllm: dict[str, Any] = Field(default_factory=dict, description="engine: vllm - extra arguments of vllm.LLM (gpu_memory_utilization, max_model_len, tensor_parallel_size...).")
     endpoint: EndpointConfig | None = Field(None, description="Generate with an OpenAI-compatible chat-completions endpoint instead of the in-process model (docs/endpoints.md): evaluation and data generation only, never training.")
 
 

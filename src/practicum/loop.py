@@ -148,7 +148,12 @@ class Run:
                 from practicum.distributed.rollout import RayEngine
 
                 engine = RayEngine(model_path, dtype, cfg.distributed, device=cfg.model.device,
-                                   max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
+                                   max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb,
+                                   kind=cfg.model.engine, options=cfg.model.vllm)
+            elif cfg.model.engine == "vllm":
+                from practicum.engines.vllm import VLLMEngine
+
+                engine = VLLMEngine(model_path, dtype, options=cfg.model.vllm, seed=cfg.run.seed)
             else:
                 from practicum.engines.hf import HFEngine
 

@@ -71,12 +71,20 @@ def worker_threads(p: Placement) -> int:
 class RolloutWorker:
     """One rollout worker (made a Ray actor by :class:`RayEngine`): an HFEngine in its own process."""
 
-    def __init__(self, path: str, dtype: str, device: str, max_batch: int, prefix_cache_mb: float, threads: int) -> None:
+    def __init__(self, path: str, dtype: str, device: str, max_batch: int, prefix_cache_mb: float, threads: int,
+                 kind: str = "hf", options: dict[str, Any] | None = None) -> None:
         torch.set_num_threads(threads)
-        from practicum.engines.hf import HFEngine
+        self.engine: Any
+        if kind == "vllm":
+            from practicum.engines.batching import BatchingEngine
+            from practicum.engines.vllm import VLLMEngine
 
-        self.engine = HFEngine(path, dtype=getattr(torch, dtype), device=device, max_batch=max_batch,
-                               prefix_cache_mb=prefix_cache_mb)
+            self.engine = BatchingEngine(VLLMEngine(path, getattr(torch, dtype), options=options))
+        else:
+            from practicum.engines.hf import HFEngine
+
+            self.engine = HFEngine(path, dtype=getattr(torch, dtype), device=device, max_batch=max_batch,
+                                   prefix_cache_mb=prefix_cache_mb)
         self.first_request_version: int | None = None  # the version it held when its first request came
         self.requests = 0
 
@@ -84,7 +92,7 @@ class RolloutWorker:
         if self.first_request_version is None:
             self.first_request_version = self.engine.policy_version
         self.requests += len(prompts)
-        if len(prompts) == 1:
+        if len(prompts) == 1 and hasattr(self.engine, "submit"):
             return [await self.engine.submit(prompts[0], params)]
         return await self.engine.generate(prompts, params)
 
@@ -94,7 +102,7 @@ class RolloutWorker:
 
     async def health(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "version": self.engine.policy_version, "requests": self.requests,
-                "first_request_version": self.first_request_version, "steps": self.engine.steps}
+                "first_request_version": self.first_request_version, "steps": getattr(self.engine, "steps", 0)}
 
     async def close(self) -> None:
         await self.engine.close()
@@ -116,7 +124,8 @@ class RayEngine:
     continuous = True
 
     def __init__(self, model_path: str | Path, dtype: torch.dtype, cfg: DistributedConfig, device: str = "cpu",
-                 max_batch: int = 64, prefix_cache_mb: float = 1024) -> None:
+                 max_batch: int = 64, prefix_cache_mb: float = 1024, kind: str = "hf",
+                 options: dict[str, Any] | None = None) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 
         from practicum.engines.render import ChatRenderer
@@ -124,7 +133,7 @@ class RayEngine:
         self.cfg = cfg
         self.path = str(model_path)
         self._args = (self.path, str(dtype).removeprefix("torch."), device, max_batch, prefix_cache_mb,
-                      worker_threads(cfg.rollout))
+                      worker_threads(cfg.rollout), kind, dict(options or {}))
         try:
             eos = GenerationConfig.from_pretrained(self.path).eos_token_id
         except OSError:
