@@ -71,19 +71,10 @@ def t_sf(t: float, df: float) -> float:
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The q with P(T <= q) = p, for p in (0.5, 1): bisection on the tail (scipy is not a dependency)."""
-    if not 0.5 < p < 1.0:
-        raise ValueError(f"t_quantile needs 0.5 < p < 1, got {p}")
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1.0 - p:
-        hi *= 2.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if t_sf(mid, df) > 1.0 - p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    """The q with P(T <= q) = p, for p in (0.5, 1) (practicum.eval_metrics)."""
+    from practicum.eval_metrics import t_quantile as quantile
+
+    return quantile(p, df)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -233,6 +233,67 @@ def models_prepare(name: Annotated[str, typer.Argument(help="Built-in model name
         _fail(e)
         return
     console.print(f"{name}: ready at {path} ({time.perf_counter() - t0:.1f} s)")
+
+
+@app.command()
+def compare(
+    a: Annotated[Path, typer.Argument(help="The reference evaluation (`practicum eval ... --json > a.json`).")],
+    b: Annotated[Path, typer.Argument(help="The candidate evaluation on the same tasks (e.g. the fast tier).")],
+    tolerance: Annotated[float, typer.Option(help="Largest capability loss (mean score, B - A) accepted per domain.")] = 0.02,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Paired comparison of two evaluations per domain; as a tier gate, exit 1 when B may lose more
+    than the tolerance (the 95% interval of B - A reaches below -tolerance) on any domain."""
+    from practicum.eval_metrics import paired
+
+    def load(path: Path) -> dict:
+        try:
+            data = json.loads(path.read_text())
+            rows = data["per_task"]
+            by: dict[str, dict[str, list[float]]] = {}
+            for r in rows:
+                by.setdefault(r["domain"], {}).setdefault(r["task"], []).append(float(r["reward"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            _fail(ConfigError(f"{path}: not an evaluation written by `practicum eval --json` ({type(e).__name__}: {e})"))
+            raise typer.Exit(2) from None
+        return {"seconds": float(data.get("seconds") or 0.0), "model": data.get("model"),
+                "domains": {d: {t: sum(v) / len(v) for t, v in tasks.items()} for d, tasks in by.items()}}
+
+    ra, rb = load(a), load(b)
+    domains = sorted(ra["domains"].keys() & rb["domains"].keys())
+    if not domains:
+        _fail(ConfigError(f"{a} and {b} share no domain"))
+        raise typer.Exit(2)
+    out: dict[str, Any] = {"a": ra["model"], "b": rb["model"], "tolerance": tolerance, "domains": {}}
+    failed = []
+    for d in domains:
+        r = paired(ra["domains"][d], rb["domains"][d])
+        mean_a = sum(ra["domains"][d][t] for t in ra["domains"][d]) / len(ra["domains"][d])
+        mean_b = sum(rb["domains"][d][t] for t in rb["domains"][d]) / len(rb["domains"][d])
+        ok = r.n >= 2 and r.lo >= -tolerance
+        if not ok:
+            failed.append(d)
+        out["domains"][d] = {"tasks": r.n, "mean_a": mean_a, "mean_b": mean_b, "diff": r.mean, "lo": r.lo, "hi": r.hi,
+                             "p": r.p, "mde_80": r.mde, "wins": r.wins, "losses": r.losses, "within_tolerance": ok}
+    out["speedup"] = (ra["seconds"] / rb["seconds"]) if ra["seconds"] and rb["seconds"] else None
+    out["pass"] = not failed
+    if json_out:
+        print(json.dumps(out))
+    else:
+        table = Table(title=f"B - A: {b} vs {a} (tolerance {tolerance})")
+        for col in ("domain", "tasks", "A", "B", "B - A", "95% CI", "p", "detectable at 80% power", "B better / worse", "gate"):
+            table.add_column(col)
+        for d, m in out["domains"].items():
+            table.add_row(d, str(m["tasks"]), f"{m['mean_a']:.3f}", f"{m['mean_b']:.3f}", f"{m['diff']:+.3f}",
+                          f"[{m['lo']:+.3f}, {m['hi']:+.3f}]", f"{m['p']:.3g}", f"{m['mde_80']:.3f}",
+                          f"{m['wins']} / {m['losses']}", "ok" if m["within_tolerance"] else "FAIL")
+        console.print(table)
+        if out["speedup"] is not None:
+            console.print(f"speed-up (A's evaluation time / B's): {out['speedup']:.2f}x")
+        console.print("gate: " + ("pass" if not failed else f"FAIL on {', '.join(failed)}: B may lose more than "
+                                  f"{tolerance} (or too few tasks to tell)"))
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()

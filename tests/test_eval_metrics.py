@@ -1,0 +1,128 @@
+"""Evaluation statistics against values computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from practicum.eval_metrics import clustered_mean, paired, pass_at_k, pass_hat_k, process_metrics, t_quantile
+from practicum.records import Episode, EpisodeError, EpisodeInfo, EpisodeState, Message, Score, Turn
+
+
+def test_pass_at_k_by_hand():
+    # n=5 samples, c=2 right: pass@1 = 2/5; pass@2 = 1 - C(3,2)/C(5,2) = 1 - 3/10 = 0.7
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    assert pass_at_k(5, 2, 4) == 1.0  # n - c = 3 < k: some sample must be right
+    assert pass_at_k(5, 0, 3) == 0.0
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_pass_hat_k_by_hand():
+    # all k right: C(c,k)/C(n,k); n=5, c=3: pass^1 = 0.6, pass^2 = 3/10, pass^3 = 1/10, pass^4 = 0
+    assert pass_hat_k(5, 3, 1) == pytest.approx(0.6)
+    assert pass_hat_k(5, 3, 2) == pytest.approx(0.3)
+    assert pass_hat_k(5, 3, 3) == pytest.approx(0.1)
+    assert pass_hat_k(5, 3, 4) == 0.0
+
+
+def test_t_quantile_matches_tables():
+    assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
+    assert t_quantile(0.975, 9) == pytest.approx(2.262, abs=1e-3)
+    assert t_quantile(0.8, 9) == pytest.approx(0.883, abs=1e-3)
+
+
+def test_clustered_mean_by_hand():
+    """Two tasks of two samples: a (1, 1), b (0, 0). Mean 0.5; residual sums per task +1 and -1;
+    CR1 se = sqrt(2/1 * (1 + 1)) / 4 = 0.5; t(0.975, 1) = 12.706 -> [-5.85, 6.85]. The same four
+    scores treated as independent would have se 0.289: clustering widens it."""
+    ci = clustered_mean([("a", 1.0), ("a", 1.0), ("b", 0.0), ("b", 0.0)])
+    assert (ci.mean, ci.n, ci.clusters) == (0.5, 4, 2)
+    assert ci.se == pytest.approx(0.5)
+    assert ci.lo == pytest.approx(0.5 - 12.7062 * 0.5, abs=1e-3)
+    # one sample per task: the ordinary standard error of the mean, sd/sqrt(n)
+    xs = [0.0, 1.0, 1.0, 0.0, 1.0]
+    one = clustered_mean([(str(i), x) for i, x in enumerate(xs)])
+    sd = math.sqrt(sum((x - 0.6) ** 2 for x in xs) / 4)
+    assert one.se == pytest.approx(sd / math.sqrt(5))
+
+
+def test_paired_by_hand():
+    """Differences B - A over 4 tasks: +1, 0, +1, 0 -> mean 0.5, sd 0.5774, se 0.2887, t = 1.732
+    with 3 df: two-sided p = 0.1817; CI 0.5 +- 3.182 x 0.2887; MDE (3.182 + 0.978) x 0.2887 = 1.201."""
+    a = {"t1": 0.0, "t2": 1.0, "t3": 0.0, "t4": 0.5, "only_a": 1.0}
+    b = {"t1": 1.0, "t2": 1.0, "t3": 1.0, "t4": 0.5, "only_b": 0.0}
+    r = paired(a, b)
+    assert r.n == 4 and r.mean == pytest.approx(0.5) and r.sd == pytest.approx(0.57735, abs=1e-4)
+    assert r.p == pytest.approx(0.1817, abs=2e-3)
+    assert r.lo == pytest.approx(0.5 - 3.1824 * 0.28868, abs=1e-3)
+    assert r.mde == pytest.approx((3.1824 + 0.9785) * 0.28868, abs=2e-3)
+    assert (r.wins, r.losses) == (2, 0)
+
+
+def _ep(score: float, turns: int = 1, tool_errors: int = 0, tool_calls: int = 0, trouble_text: str | None = None,
+        infra: bool = False, end: str = "done") -> Episode:
+    msgs = [Message(role="user", content="task")]
+    if trouble_text:
+        msgs.append(Message(role="tool", content=trouble_text))
+    e = Episode(task_id="t", domain="d", messages=msgs, state=EpisodeState.done if not infra else EpisodeState.failed,
+                score=Score(value=score), info=EpisodeInfo(end_reason=end, tool_calls={"run": tool_calls} if tool_calls else {},
+                                                           tool_errors={"malformed": tool_errors} if tool_errors else {}))
+    e.turns = [Turn(prompt_ids=[1], completion_ids=[2, 3], logprobs=[0.0, 0.0], text="x", finish_reason="stop",
+                    policy_version=0) for _ in range(0 if infra else turns)]
+    if infra:
+        e.errors.append(EpisodeError(kind="environment", message="sandbox died"))
+    return e
+
+
+def test_process_metrics_by_hand():
+    eps = [_ep(1.0, turns=2),  # clean success in 2 turns
+           _ep(1.0, turns=4, tool_errors=1, tool_calls=3),  # a tool error, then success: recovered
+           _ep(0.0, turns=3, trouble_text="AssertionError: expected 3"),  # a failing test, no recovery
+           _ep(0.0, turns=5, end="turn_limit"),  # ran out of turns
+           _ep(0.0, infra=True)]  # errored: kept apart from failures
+    m = process_metrics(eps)
+    assert (m.episodes, m.errored, m.failed, m.timed_out) == (5, 1, 2, 1)
+    assert m.success_rate == pytest.approx(2 / 4)
+    assert m.turns_to_success == pytest.approx(3.0)
+    assert (m.met_trouble, m.recovered) == (2, 1) and m.recovery_rate == pytest.approx(0.5)
+    assert m.tool_calls == 4 and m.tool_call_validity == pytest.approx(0.75)
+    assert m.tokens == 2 * (2 + 4 + 3 + 5)
+
+
+def _eval_json(path, rewards: dict[str, float], seconds: float, domain: str = "arith") -> None:
+    import json
+
+    path.write_text(json.dumps({"model": path.stem, "seconds": seconds, "per_domain": {},
+                                "per_task": [{"task": t, "domain": domain, "reward": r, "components": {}, "turns": 1,
+                                              "tool_calls": 0, "tool_errors": 0, "end": "done", "errors": []}
+                                             for t, r in rewards.items()]}))
+
+
+def test_compare_gates_a_tier_by_its_interval_and_reports_the_speedup(tmp_path):
+    """B equal to A on 40 tasks but 2x faster: the gate passes; B losing 10 of 40 tasks: the gate
+    fails (exit 1); a file that is not an evaluation: exit 2."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from practicum.cli import app
+
+    full = {f"t{i}": float(i % 2) for i in range(40)}
+    _eval_json(tmp_path / "full.json", full, 20.0)
+    _eval_json(tmp_path / "same.json", full, 10.0)
+    worse = {t: (0.0 if i < 10 else r) for i, (t, r) in enumerate(full.items())}
+    _eval_json(tmp_path / "worse.json", worse, 10.0)
+    run = CliRunner().invoke(app, ["compare", str(tmp_path / "full.json"), str(tmp_path / "same.json"), "--json"])
+    assert run.exit_code == 0, run.output
+    out = json.loads(run.output)
+    assert out["pass"] and out["speedup"] == 2.0 and out["domains"]["arith"]["diff"] == 0.0
+    run = CliRunner().invoke(app, ["compare", str(tmp_path / "full.json"), str(tmp_path / "worse.json"), "--json"])
+    assert run.exit_code == 1
+    d = json.loads(run.output)["domains"]["arith"]
+    assert d["diff"] == pytest.approx(-5 / 40) and d["losses"] == 5 and not d["within_tolerance"]
+    (tmp_path / "bad.json").write_text("{}")
+    run = CliRunner().invoke(app, ["compare", str(tmp_path / "full.json"), str(tmp_path / "bad.json")])
+    assert run.exit_code == 2 and "not an evaluation" in run.output
