@@ -126,3 +126,32 @@ def test_compare_gates_a_tier_by_its_interval_and_reports_the_speedup(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     run = CliRunner().invoke(app, ["compare", str(tmp_path / "full.json"), str(tmp_path / "bad.json")])
     assert run.exit_code == 2 and "not an evaluation" in run.output
+
+
+def test_practicum_eval_samples_metrics_and_the_response_cache(tiny_run_config, tmp_path):
+    """`practicum eval --samples 3 --k 1 --k 2`: three episodes per task, pass@k and pass^k per
+    domain; a second run with the same model, prompts and sampling answers every request from
+    the cache (no generation) with the same scores; another temperature misses it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from practicum.cli import app
+
+    cache = tmp_path / "cache.sqlite"
+    args = ["eval", str(tiny_run_config.path), "--samples", "3", "--k", "1", "--k", "2", "--cache", str(cache), "--json"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    out = lambda r: json.loads(r.stdout.strip().splitlines()[-1])  # noqa: E731 - stdout only: stderr has progress bars
+    a = out(first)
+    (m,) = a["metrics"].values()
+    assert m["samples_per_task"] == 3 and {"pass@1", "pass@2", "pass^1", "pass^2"} <= m.keys()
+    assert m["pass@2"] >= m["pass@1"] >= m["pass^2"]
+    assert len(a["per_task"]) == 3 * m["tasks"] and a["cache"]["hits"] == 0
+    second = out(CliRunner().invoke(app, args))
+    assert second["cache"]["misses"] == 0 and second["cache"]["hits"] == a["cache"]["misses"]
+    assert [r["reward"] for r in second["per_task"]] == [r["reward"] for r in a["per_task"]]
+    other = out(CliRunner().invoke(app, [*args, "--temperature", "0.5"]))
+    assert other["cache"]["hits"] == 0
+    bad = CliRunner().invoke(app, ["eval", str(tiny_run_config.path), "--k", "4"])
+    assert bad.exit_code != 0 and "--samples" in bad.output

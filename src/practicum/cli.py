@@ -127,8 +127,15 @@ def eval_(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     per_task: Annotated[bool, typer.Option("--per-task", help="Also print one row per task: success, turns, tool calls and tool-call errors.")] = False,
+    samples: Annotated[int, typer.Option(min=1, help="Episodes per task (sampled at --temperature when more than 1).")] = 1,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default: 0, greedy, for one sample; 1.0 for more).")] = None,
+    k: Annotated[list[int] | None, typer.Option("--k", help="pass@k and pass^k for these k (repeatable; at most --samples).")] = None,
+    cache: Annotated[Path | None, typer.Option(help="Response cache file: a re-run with the same model, prompts and sampling is free (default: PRACTICUM_HOME/cache/eval.sqlite).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Generate everything afresh.")] = False,
 ) -> None:
-    """Evaluate a model or checkpoint on held-out tasks: accuracy per domain (greedy)."""
+    """Evaluate a model, checkpoint or endpoint on held-out tasks: scores with task-clustered intervals,
+    pass@k and pass^k, and process metrics (turns to success, tool-call validity, recovery, failed vs
+    errored, tokens, latency) per domain."""
     from practicum.config import load_config
 
     try:
@@ -160,11 +167,22 @@ def eval_(
                               max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
         if weights is not None:
             engine.load_weights(weights, 1)
+        if not no_cache:
+            from practicum.domains.plugin import _home
+            from practicum.engines.cache import CachingEngine, model_key
+
+            key = (f"{endpoint.base_url}|{endpoint.model}" if endpoint is not None
+                   else model_key(checkpoint if checkpoint is not None else path))
+            engine = CachingEngine(engine, cache or _home() / "cache" / "eval.sqlite", key)
+        ks = sorted(set(k or [1]))
+        if max(ks) > samples:
+            raise ConfigError(f"--k {max(ks)} needs at least that many --samples (got {samples})")
 
         async def run_eval():
             try:
                 return await evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,
-                                      max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds)
+                                      max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds,
+                                      samples=samples, temperature=temperature, seed=cfg.run.seed)
             finally:
                 await engine.close()
 
@@ -172,11 +190,16 @@ def eval_(
     except PracticumError as e:
         _fail(e)
         return
+    from practicum.eval_metrics import summarise
+
+    metrics = summarise(res.per_task, res.episodes, ks)
     usage = asdict(engine.usage) if hasattr(engine, "usage") else None
+    cached = {"hits": engine.hits, "misses": engine.misses} if hasattr(engine, "hits") else None
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
                           "domains": {d: t.model_dump() for d, t in res.tallies.items()},
-                          "per_task": [r.model_dump() for r in res.per_task], "usage": usage}))
+                          "per_task": [r.model_dump() for r in res.per_task], "usage": usage, "metrics": metrics,
+                          "cache": cached}))
         return
     if per_task:
         rows = Table(title="per task")
@@ -202,6 +225,20 @@ def eval_(
     limited = sum(t.limited for t in res.tallies.values())
     if limited:
         console.print(f"{limited} episode(s) stopped at a turn, token or time limit (scored on what they reached, not errors)")
+    mt = Table(title="metrics (95% intervals clustered by task)")
+    for col in ("domain", "tasks x samples", "mean [95% CI]", *[f"pass@{x}" for x in ks], *[f"pass^{x}" for x in ks],
+                "turns to success", "tool-call validity", "recovery", "failed", "errored", "tokens", "latency s"):
+        mt.add_column(col, justify="right")
+    for dom, m in metrics.items():
+        pr = m["process"]
+        f = lambda v, d=3: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+        mt.add_row(dom, f"{m['tasks']} x {m['samples_per_task']}", f"{m['mean']:.3f} [{f(m['ci95'][0])}, {f(m['ci95'][1])}]",
+                   *[f(m.get(f"pass@{x}")) for x in ks], *[f(m.get(f"pass^{x}")) for x in ks],
+                   f(pr["turns_to_success"], 1), f(pr["tool_call_validity"]), f(pr["recovery_rate"]),
+                   str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2))
+    console.print(mt)
+    if cached is not None and cached["hits"]:
+        console.print(f"response cache: {cached['hits']} replies from the cache, {cached['misses']} generated")
     if usage is not None:
         console.print(f"endpoint usage: {usage['requests']} requests, {usage['prompt_tokens']} prompt + "
                       f"{usage['completion_tokens']} completion tokens, {usage['retries']} retries, {usage['failures']} failed")

@@ -190,3 +190,31 @@ def _met_trouble(e: Any) -> bool:
                     or "error (" in text):
                 return True
     return False
+
+
+def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[int] = (1,), success: float = 1.0,
+              prices: dict[str, float] | None = None, sandbox_cpu_s: dict[str, float] | None = None) -> dict[str, Any]:
+    """Per domain: the mean score with its task-clustered 95% interval, pass@k and pass^k for each
+    k no larger than the samples per task, and the process metrics; ``prices`` (per million
+    prompt and completion tokens, and per sandbox CPU-second) give the cost."""
+    out: dict[str, Any] = {}
+    by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by[r.domain][r.task].append(r.reward)
+    for domain, tasks in by.items():
+        n = min(len(v) for v in tasks.values())
+        ci = clustered_mean([(t, x) for t, xs in tasks.items() for x in xs])
+        m: dict[str, Any] = {"tasks": len(tasks), "samples_per_task": n, "mean": ci.mean, "ci95": [ci.lo, ci.hi],
+                             "se_clustered": ci.se}
+        for k in ks:
+            if k <= n:
+                m[f"pass@{k}"] = sum(pass_at_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
+                m[f"pass^{k}"] = sum(pass_hat_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
+        proc = process_metrics(episodes.get(domain, []), success)
+        m["process"] = proc.as_dict()
+        if prices:
+            prompt = sum(len(e.turns[0].prompt_ids) if e.turns else 0 for e in episodes.get(domain, []))
+            m["cost"] = (prompt * prices.get("prompt_per_million", 0.0) + proc.tokens * prices.get("completion_per_million", 0.0)) / 1e6 \
+                + (sandbox_cpu_s or {}).get(domain, 0.0) * prices.get("sandbox_cpu_second", 0.0)
+        out[domain] = m
+    return out

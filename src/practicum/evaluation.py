@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from practicum.curriculum.scaffold import is_scaffolded
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Domain
-from practicum.records import GroupState
+from practicum.records import Episode, GroupState
 from practicum.rollout import run_groups
 from practicum.store import Store
 
@@ -32,6 +32,7 @@ class EvalRow(BaseModel):
     tool_errors: int
     end: str  # why the episode ended (see :class:`~practicum.records.EpisodeInfo`), or its state
     errors: list[str]  # error kinds of the episode
+    sample: int = 0  # which of the task's samples (practicum eval --samples)
 
 
 class DomainTally(BaseModel):
@@ -53,6 +54,7 @@ class EvalResult:
     seconds: float
     per_task: list[EvalRow] = field(default_factory=list)
     tallies: dict[str, DomainTally] = field(default_factory=dict)
+    episodes: dict[str, list[Episode]] = field(default_factory=dict)  # per domain, for process metrics
 
     def line(self) -> str:
         parts = []
@@ -72,46 +74,57 @@ async def evaluate(
     limit: int | None = None,
     max_tokens: int | None = None,
     max_seconds: float | None = None,
+    samples: int = 1,
+    temperature: float | None = None,
+    seed: int = 0,
 ) -> EvalResult:
-    """Greedy held-out evaluation, per domain, with one row per task."""
+    """Held-out evaluation, per domain, with one row per episode: greedy, or ``samples`` episodes
+    per task at ``temperature`` (default 1.0 when sampling), seeded by ``seed``."""
     t0 = time.perf_counter()
-    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
+    if temperature is None:
+        temperature = 0.0 if samples == 1 else 1.0
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
+                            seed=None if temperature == 0 else seed)
     out: dict[str, dict[str, float]] = {}
     rows: list[EvalRow] = []
     tallies: dict[str, DomainTally] = {}
+    episodes: dict[str, list[Episode]] = {}
     for dom in domains:
         t_dom = time.perf_counter()
         tasks = dom.source.eval_tasks()[:limit]
         helped = [t.id for t in tasks if is_scaffolded(t)]
         if helped:  # a held-out score is the policy's own: a scaffold's help must never reach it
             raise ValueError(f"domain {dom.name!r}: held-out tasks carry a training scaffold: {', '.join(helped[:5])}")
-        groups = await run_groups(tasks, 1, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
+        groups = await run_groups(tasks, samples, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
                                   max_tokens, max_seconds)
+        first = len(rows)
         for g in groups:
-            ep = g.episodes[0]
-            comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
-            rows.append(EvalRow(task=g.task.id, domain=dom.name, reward=ep.reward, components=comps,
-                                turns=len(ep.turns), tool_calls=sum(ep.info.tool_calls.values()),
-                                tool_errors=ep.info.tool_error_count, end=ep.info.end_reason,
-                                errors=[e.kind for e in ep.errors]))
-        tallies[dom.name] = _tally(rows[len(rows) - len(groups):], time.perf_counter() - t_dom)
+            for i, ep in enumerate(g.episodes):
+                comps = {k: v for k, v in (ep.score.components if ep.score else {}).items() if not k.startswith("test:")}
+                rows.append(EvalRow(task=g.task.id, domain=dom.name, reward=ep.reward, components=comps,
+                                    turns=len(ep.turns), tool_calls=sum(ep.info.tool_calls.values()),
+                                    tool_errors=ep.info.tool_error_count, end=ep.info.end_reason,
+                                    errors=[e.kind for e in ep.errors], sample=i))
+        tallies[dom.name] = _tally(rows[first:], time.perf_counter() - t_dom)
         sums: dict[str, float] = {}
+        eps = [ep for g in groups for ep in g.episodes]
         for g in groups:
-            ep = g.episodes[0]
-            if ep.score is None:
-                continue
-            for k, v in {"reward": ep.score.value, **ep.score.components}.items():
-                if k.startswith("test:"):  # per-test outcomes of one task: meaningless averaged over tasks
+            for ep in g.episodes:
+                if ep.score is None:
                     continue
-                sums[k] = sums.get(k, 0.0) + v
+                for k, v in {"reward": ep.score.value, **ep.score.components}.items():
+                    if k.startswith("test:"):  # per-test outcomes of one task: meaningless averaged over tasks
+                        continue
+                    sums[k] = sums.get(k, 0.0) + v
             if store is not None:
                 g.state = GroupState.evaluated
         if store is not None:
             for g in groups:
                 store.add_group(g, step, kind="eval")
-        n = max(len(groups), 1)
-        out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(groups))}
-    return EvalResult(out, time.perf_counter() - t0, rows, tallies)
+        n = max(len(eps), 1)
+        out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(eps))}
+        episodes[dom.name] = eps
+    return EvalResult(out, time.perf_counter() - t0, rows, tallies, episodes)
 
 
 def _tally(rows: list[EvalRow], seconds: float) -> DomainTally:

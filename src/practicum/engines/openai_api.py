@@ -269,6 +269,19 @@ class OpenAIEngine:
                           extra={"prompt_tokens": float(prompt_tokens), "completion_tokens": float(completion_tokens),
                                  "attempts": float(attempt)})
 
+    def cache_payload(self, c: Completion) -> dict[str, Any]:
+        """A completion as the response cache keeps it: its reply, not its handles (which mean
+        something only in this process)."""
+        item = self.renderer._items[c.ids[0]]
+        return {"content": item.content, "tool_calls": item.tool_calls, "finish_reason": c.finish_reason,
+                "seconds": c.seconds, "extra": c.extra}
+
+    def from_cache(self, d: dict[str, Any]) -> Completion:
+        ids = self.renderer.reply_ids(d["content"], d["tool_calls"])
+        return Completion(ids=ids, logprobs=[0.0] * len(ids), text=reply_text(d["content"], d["tool_calls"]),
+                          finish_reason=d["finish_reason"], policy_version=self.policy_version, seconds=0.0,
+                          extra={**d["extra"], "cached": 1.0})
+
     def _delay(self, attempt: int, error: Exception) -> float:
         response = getattr(error, "response", None)
         after = response.headers.get("retry-after") if response is not None else None

@@ -1,0 +1,105 @@
+"""A response cache: an evaluation re-run with the same model, prompts and sampling settings is free.
+
+:class:`CachingEngine` wraps any engine. A completion is stored in a SQLite file under a key of
+sha256(model key, prompt ids, sampling settings, n) where n counts the earlier identical prompts
+of the same call (the k-th sample of a task is always the k-th, so n samples per task are n
+distinct entries, and a re-run gets each back in order). The model key says which weights
+answered (:func:`model_key`: the checkpoint's path and its weight files' sizes and times, or an
+endpoint's URL and model name), so new weights never read old answers. Only generation is
+skipped: environments and verifiers still run on the cached replies, so a changed verifier
+changes the scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from practicum.engines.base import Completion, Engine, SamplingParams
+
+
+def model_key(path: str | Path) -> str:
+    """Which weights: a folder's path with the size and mtime of every weight file in it."""
+    p = Path(path)
+    if not p.exists():
+        return str(path)
+    files = sorted(x for x in ([p] if p.is_file() else p.rglob("*")) if x.suffix in (".safetensors", ".bin", ".pt", ".gguf"))
+    return json.dumps([str(p.resolve())] + [(x.name, x.stat().st_size, int(x.stat().st_mtime)) for x in files])
+
+
+class CachingEngine:
+    """``engine`` with a completion cache in ``path`` (see the module)."""
+
+    def __init__(self, engine: Engine, path: str | Path, key: str) -> None:
+        self.engine, self.key = engine, key
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), check_same_thread=False)
+        self.db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, completion TEXT NOT NULL)")
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def policy_version(self) -> int:
+        return self.engine.policy_version
+
+    @property
+    def renderer(self) -> Any:
+        return self.engine.renderer
+
+    def __getattr__(self, name: str) -> Any:  # usage and other extras of the engine underneath
+        if name in ("engine", "key", "db"):
+            raise AttributeError(name)
+        return getattr(self.engine, name)
+
+    def _key(self, ids: list[int], params: SamplingParams, n: int) -> str:
+        request = self.engine.renderer.request(ids) if hasattr(self.engine.renderer, "request") else ids
+        blob = json.dumps([self.key, request, asdict(params) | {"keep_prefix": None}, n], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def _dump(self, c: Completion) -> str:
+        dump = getattr(self.engine, "cache_payload", None)  # an engine whose ids mean something only in-process
+        return json.dumps(dump(c) if dump is not None else asdict(c))
+
+    def _load(self, text: str) -> Completion:
+        load = getattr(self.engine, "from_cache", None)
+        return load(json.loads(text)) if load is not None else Completion(**json.loads(text))
+
+    async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        seen: dict[str, int] = {}
+        keys: list[str] = []
+        for p in prompts:
+            h = hashlib.sha256(json.dumps(p).encode()).hexdigest()
+            seen[h] = seen.get(h, -1) + 1
+            keys.append(self._key(p, params, seen[h]))
+        with self._lock:
+            rows = dict(self.db.execute(f"SELECT key, completion FROM completions WHERE key IN ({','.join('?' * len(keys))})",
+                                        keys).fetchall())
+        out: list[Completion | None] = [self._load(rows[k]) if k in rows else None for k in keys]
+        todo = [i for i, c in enumerate(out) if c is None]
+        self.hits += len(prompts) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            fresh = await self.engine.generate([prompts[i] for i in todo], params)
+            with self._lock:
+                self.db.executemany("INSERT OR REPLACE INTO completions VALUES (?, ?)",
+                                    [(keys[i], self._dump(c)) for i, c in zip(todo, fresh)])
+                self.db.commit()
+            for i, c in zip(todo, fresh):
+                out[i] = c
+        return [c for c in out if c is not None]
+
+    def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        raise ValueError("a cached engine answers for fixed weights: build a new one (its model key) for new weights")
+
+    async def close(self) -> None:
+        self.db.close()
+        await self.engine.close()
