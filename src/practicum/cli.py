@@ -334,6 +334,28 @@ def compare(
 
 
 @app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (it holds store.sqlite).")],
+    host: Annotated[str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+) -> None:
+    """A local web page over a run's store: curves per domain, episodes with filters, each episode turn by turn."""
+    from practicum.view import RunView, make_server
+
+    try:
+        run_view = RunView(run_dir)
+    except FileNotFoundError as e:
+        _fail(ConfigError(str(e)))
+        return
+    server = make_server(run_view, host, port)
+    console.print(f"viewing {run_view.run_dir} at http://{host}:{server.server_address[1]}/ (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.server_close()
+
+
+@app.command()
 def serve(
     model: Annotated[str, typer.Option(help="Model name or checkpoint folder (default: the embedded model).")] = "smollm2-135m-instruct",
     checkpoint: Annotated[Path | None, typer.Option(help="A training checkpoint folder (runs/X/checkpoints/step_N).")] = None,
