@@ -11,6 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from test_agent_env import TASK, NotesEnv, call  # noqa: E402
 
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
@@ -18,8 +19,6 @@ from practicum.records import Episode, EpisodeError, EpisodeState, Group, GroupS
 from practicum.rollout import run_episode
 from practicum.store import Store
 from practicum.view import RunView, serve_in_thread
-
-from test_agent_env import TASK, NotesEnv, call  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
