@@ -227,16 +227,20 @@ class HFEngine:
         """Sample one completion for ``ids``; it joins the running batch at the next step and
         returns as soon as it ends. Its seed's n counts earlier submits of the same seed and
         prompt (the engine remembers the last 65,536 of them)."""
-        n = 0
-        if params.seed is not None and params.temperature > 0:
-            key = (params.seed, _prompt_digest(ids))
-            with self._cond:
-                n = self._counts.pop(key, 0)
-                self._counts[key] = n + 1
-                if len(self._counts) > 65536:
-                    self._counts.popitem(last=False)
-        (completion,) = await self._run([ids], params, first=n)
+        (completion,) = await self._run([ids], params, first=self._nth(ids, params))
         return completion
+
+    def _nth(self, ids: list[int], params: SamplingParams) -> int:
+        """How many earlier single requests had this seed and prompt (their samples must differ)."""
+        if params.seed is None or params.temperature <= 0:
+            return 0
+        key = (params.seed, _prompt_digest(ids))
+        with self._cond:
+            n = self._counts.pop(key, 0)
+            self._counts[key] = n + 1
+            if len(self._counts) > 65536:
+                self._counts.popitem(last=False)
+        return n
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         """Sample one completion per prompt: n requests submitted together (the i-th repeat of a
@@ -256,13 +260,7 @@ class HFEngine:
             except RuntimeError:  # the loop has closed: nobody is reading
                 pass
 
-        n = 0
-        if params.seed is not None and params.temperature > 0:
-            key = (params.seed, _prompt_digest(ids))
-            with self._cond:
-                n = self._counts.pop(key, 0)
-                self._counts[key] = n + 1
-        task = asyncio.ensure_future(self._run([ids], params, first=n, on_token=on_token))
+        task = asyncio.ensure_future(self._run([ids], params, first=self._nth(ids, params), on_token=on_token))
         task.add_done_callback(lambda t: queue.put_nowait(t.exception() or t.result()[0]) if not t.cancelled() else None)
         try:
             while True:
