@@ -230,3 +230,36 @@ def test_practicum_eval_with_an_endpoint_in_the_config(tiny_model_path, tmp_path
         assert out["domains"]["arith"]["tasks"] == 5 and out["domains"]["arith"]["errors"] == 0
         r = CliRunner().invoke(app, ["train", str(path)])
         assert r.exit_code != 0 and "cannot be trained" in r.output
+
+
+def test_one_failing_request_fails_only_its_own_episode_in_an_evaluation(tiny_model_path, tmp_path):
+    """Evaluation sends a turn's requests together; when one of them times out (the served engine
+    hangs on one prompt), that episode is recorded as failed with an engine error and the others
+    are scored - the evaluation never crashes."""
+    from practicum.config import DomainSection
+    from practicum.domains import build_domain
+    from practicum.evaluation import evaluate
+
+    section = DomainSection.model_validate({"name": "arith", "env": "math", "eval_size": 4,
+                                            "source": {"kind": "reasoning_gym", "dataset": "chain_sum"}})
+    domains = [build_domain(section, 0, tmp_path)]
+    hang_on = domains[0].source.eval_tasks()[1].prompt[-1].content
+
+    class HangsOnOne(ScriptedEngine):
+        async def submit(self, ids, params):
+            if hang_on in self.renderer.decode(ids):
+                await asyncio.sleep(5)
+            return await super().submit(ids, params)
+
+    async def go():
+        with serving([ServedModel("scripted", HangsOnOne(lambda _p, _c: "<answer>1</answer>"))]) as base:
+            engine = OpenAIEngine(endpoint(base, timeout=0.5, max_retries=0))
+            res = await evaluate(engine, domains, 16, 1)
+            await engine.close()
+        return res
+
+    res = asyncio.run(go())
+    ends = [r.end for r in res.per_task]
+    assert ends.count("failed") == 1 and len(ends) == 4
+    (failed,) = [r for r in res.per_task if r.end == "failed"]
+    assert failed.errors == ["engine"] and res.tallies["arith"].errors == 1

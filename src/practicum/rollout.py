@@ -80,9 +80,24 @@ async def run_episodes(
         active = [x for x in live if x.episode.state in ACTIVE_EPISODE]
         if not active:
             break
-        completions = await engine.generate([x.context() for x in active],
-                                            dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns))
-        steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, completions)]
+        turn_params = dataclasses.replace(params, keep_prefix=turn_no + 1 < max_turns)
+        try:
+            results: list[Any] = list(await engine.generate([x.context() for x in active], turn_params))
+        except RolloutFailure as e:  # an engine failure is the episodes' record, never the caller's crash
+            submit = getattr(engine, "submit", None)
+            if submit is None or len(active) == 1:
+                results = [e] * len(active)
+            else:  # one request's failure (an endpoint's time-out) must not fail the others: one by one
+                results = list(await asyncio.gather(*(submit(x.context(), turn_params) for x in active),
+                                                    return_exceptions=True))
+        for x, r in zip(active, results):
+            if isinstance(r, RolloutFailure):
+                _fail(x.episode, r)
+                await x.env.close()
+            elif isinstance(r, BaseException):
+                raise r
+        steps = [_advance(x, c, engine, turn_no + 1 == max_turns) for x, c in zip(active, results)
+                 if not isinstance(c, BaseException)]
         await asyncio.gather(*steps)
         ends = []
         for x in active:
