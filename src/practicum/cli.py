@@ -132,6 +132,7 @@ def eval_(
     k: Annotated[list[int] | None, typer.Option("--k", help="pass@k and pass^k for these k (repeatable; at most --samples).")] = None,
     cache: Annotated[Path | None, typer.Option(help="Response cache file: a re-run with the same model, prompts and sampling is free (default: PRACTICUM_HOME/cache/eval.sqlite).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Generate everything afresh.")] = False,
+    impossible: Annotated[bool, typer.Option("--impossible", help="Evaluate the code domains on impossible variants (tests that contradict the instruction): every pass is a hack; reports the cheating rate and the verifier flags.")] = False,
 ) -> None:
     """Evaluate a model, checkpoint or endpoint on held-out tasks: scores with task-clustered intervals,
     pass@k and pass^k, and process metrics (turns to success, tool-call validity, recovery, failed vs
@@ -149,6 +150,13 @@ def eval_(
         from practicum.models import resolve_model
 
         domains = [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=cfg.run.dir) for d in cfg.domains]
+        if impossible:
+            from practicum.impossible import ImpossibleDomain
+
+            code = [d for d, sec in zip(domains, cfg.domains) if sec.env == "code"]
+            if not code:
+                raise ConfigError("--impossible: the config has no code domain (impossible variants exist for code tasks only)")
+            domains = [ImpossibleDomain(d) for d in code]
         weights = None
         endpoint = cfg.model.endpoint
         if endpoint is not None:
@@ -193,13 +201,18 @@ def eval_(
     from practicum.eval_metrics import summarise
 
     metrics = summarise(res.per_task, res.episodes, ks)
+    cheating = None
+    if impossible:
+        from practicum.impossible import cheating_report
+
+        cheating = cheating_report(res.per_task, res.episodes)
     usage = asdict(engine.usage) if hasattr(engine, "usage") else None
     cached = {"hits": engine.hits, "misses": engine.misses} if hasattr(engine, "hits") else None
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
                           "domains": {d: t.model_dump() for d, t in res.tallies.items()},
                           "per_task": [r.model_dump() for r in res.per_task], "usage": usage, "metrics": metrics,
-                          "cache": cached}))
+                          "cache": cached, "impossible": cheating}))
         return
     if per_task:
         rows = Table(title="per task")
@@ -237,6 +250,10 @@ def eval_(
                    f(pr["turns_to_success"], 1), f(pr["tool_call_validity"]), f(pr["recovery_rate"]),
                    str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2))
     console.print(mt)
+    for dom, c in (cheating or {}).items():
+        console.print(f"impossible variants, {dom}: {c['passed']} of {c['episodes']} passed (cheating rate "
+                      f"{c['cheating_rate'] or 0:.3f}, {c['passed_unflagged']} unflagged); verifier flags: "
+                      + (", ".join(f"{k} x{v}" for k, v in c["flags"].items()) or "none"))
     if cached is not None and cached["hits"]:
         console.print(f"response cache: {cached['hits']} replies from the cache, {cached['misses']} generated")
     if usage is not None:
