@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from practicum.budget import BudgetConfig
 from practicum.curriculum.parts import CurriculumConfig
 from practicum.curriculum.replay import check_correction
 from practicum.distributed.config import DistributedConfig
@@ -174,6 +175,7 @@ class RunConfig(_Strict):
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     eval: EvalSection = Field(default_factory=EvalSection)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig, description="Stop training cleanly at a spend: tokens, sandbox seconds, wall time, money (practicum.budget).")
     distributed: DistributedConfig = Field(default_factory=DistributedConfig,
                                            description="Where the parts run: in this process, or as Ray actors (docs/distributed.md).")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig,

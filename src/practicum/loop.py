@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from practicum import algorithms as A
+from practicum.budget import Spend
 from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
 from practicum.curriculum.driver import Driver
@@ -173,6 +174,7 @@ class Run:
         self._owns_store = store is None
         self.store = store if store is not None else Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
+        self.spend = Spend()  # what the run consumed, per domain (budget:)
         r = cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
         self.driver = Driver(cfg.curriculum, self.domains, self.weights, cfg.run.seed, self.store)
@@ -207,6 +209,9 @@ class Run:
                 raise CheckpointError(f"cannot resume: config section {key!r} differs from the stored run's")
         if old.get("run", {}).get("seed") != self.cfg.run.seed:
             raise CheckpointError("cannot resume: run.seed differs from the stored run's")
+        spent = [v for _s, _k, v in self.store.metrics(kind="spend")]
+        if spent:
+            self.spend.load(spent[-1])
         latest = self.checkpoints.latest()
         if latest is not None:
             state = self.trainer.load(latest)
@@ -291,8 +296,10 @@ class Run:
         driver = self.driver
         driver.step, driver.version = step, self.trainer.version
         driver.step_counts.clear()
+        driver.taken = []
         fresh_n, replayed = driver.replay_batch(cfg.rollout.prompts_per_step)
         groups = await driver.take(self.orch, fresh_n)
+        self.spend.add(driver.taken)
         wait_seconds = time.perf_counter() - t0
         trained = groups + replayed
         r = cfg.rollout
@@ -346,6 +353,7 @@ class Run:
                     m[f"{dom.name}/{comp}"] = sum(vals) / len(vals)  # type: ignore[arg-type]
         numeric = {k: v for k, v in m.items() if isinstance(v, (int, float))}
         self.store.add_metrics(step, "train", numeric)
+        self.store.add_metrics(step, "spend", self.spend.state(cfg.budget.prices))
         self.metrics.write(step, "train", numeric)
         m["notes"], driver.notes = driver.notes, []  # curriculum decisions since the last step, for the summary
         return m
@@ -361,6 +369,9 @@ class Run:
         cur += "".join(f" | scaffold {d.name} {m[f'{d.name}/scaffold_level']:.2f}" for d in self.domains
                        if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)
         notes = "".join(f" | {n}" for n in m.get("notes", []))
+        b = self.cfg.budget
+        if any(v is not None for v in (b.tokens, b.completion_tokens, b.sandbox_seconds, b.wall_minutes, b.money)):
+            notes += " | " + self.spend.line(b.prices)
         return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss}{mismatch} | lag {m['lag_mean']:.2f}"
                 f"{lost}{cur} | {m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s{notes}")
 
@@ -393,25 +404,31 @@ async def train_async(cfg: RunConfig, resume: bool = False, overwrite: bool = Fa
         history = []
         step = run.start_step
         ec = cfg.run.eval_every
+        limit_hit = False
         for step in range(run.start_step + 1, cfg.run.steps + 1):
             t0 = time.perf_counter()
             m = await run.train_step(step)
             run.train_seconds += time.perf_counter() - t0
+            run.spend.wall_seconds += time.perf_counter() - t0
             history.append(m)
             log(run.summary(step, m))
             if progress is not None:
                 progress(step, cfg.run.steps)
-            limit_hit = cfg.run.time_limit_minutes is not None and run.train_seconds >= cfg.run.time_limit_minutes * 60
+            budget = run.spend.reached(cfg.budget)
+            limit_hit = (cfg.run.time_limit_minutes is not None and run.train_seconds >= cfg.run.time_limit_minutes * 60
+                         ) or budget is not None
             if step % cfg.run.checkpoint_every == 0 or step == cfg.run.steps or limit_hit:
                 run.save_checkpoint(step)
             if ec and step % ec == 0 and step != cfg.run.steps and not limit_hit:
+                t1 = time.perf_counter()
                 res = await run.evaluate(step)
+                run.spend.wall_seconds += time.perf_counter() - t1
                 log(f"held-out at step {step}: {res.line()}")
             if limit_hit:
-                log(f"time limit of {cfg.run.time_limit_minutes} min reached after step {step}")
+                log(f"{budget} after step {step} (checkpoint written)" if budget is not None
+                    else f"time limit of {cfg.run.time_limit_minutes} min reached after step {step}")
                 break
-        if step >= cfg.run.steps or (cfg.run.time_limit_minutes is not None
-                                     and run.train_seconds >= cfg.run.time_limit_minutes * 60):
+        if step >= cfg.run.steps or limit_hit:
             dropped = await run.orch.finish()
             if dropped:
                 log(f"{dropped} group(s) drawn ahead were not trained (dropped: the run ended)")

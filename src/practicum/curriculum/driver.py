@@ -64,6 +64,7 @@ class Driver:
         self.version = 0  # the policy version now (the loop sets it)
         self.notes: list[str] = []  # for the next step summary
         self.step_counts: Counter = Counter()  # this step's filtered/replayed groups
+        self.taken: list[Group] = []  # this step's groups taken from the orchestrator, kept or filtered (their spend)
         self._level_sources: dict[tuple[str, int], Any] = {}
         for name in cfg.levels:
             if not hasattr(self.by_name[name].source, "with_params"):
@@ -141,6 +142,7 @@ class Driver:
                 break
             batch = await orch.next_batch(want.draw if want is not None else n - len(kept))
             taken += len(batch)
+            self.taken.extend(batch)
             for g in batch:
                 self.observe(g)
                 if not fcfg.enabled:
