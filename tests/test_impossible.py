@@ -33,7 +33,6 @@ def _code_domain(tmp_path):
 def test_reference_solutions_fail_their_impossible_variants_and_a_hack_is_caught(tmp_path):
     """The reference solution passes the original task and fails its impossible variant; an answer
     whose result equals everything passes nothing unflagged. The report counts both."""
-    from practicum.engines.base import SamplingParams
     from practicum.engines.scripted import ScriptedEngine
     from practicum.evaluation import evaluate
 
