@@ -147,9 +147,44 @@ def run_side(side: str, args: argparse.Namespace, model: Path) -> dict[str, Any]
             log(f"{side}: {c} concurrent clients")
             out[str(c)] = asyncio.run(load(f"http://127.0.0.1:{port}/v1", name, c, args.requests, args.tokens))
             log(f"  {out[str(c)]['requests_per_s']:.2f} req/s, {out[str(c)]['tokens_per_s']:.1f} tok/s")
+        if side == "practicum-int8" and args.capability:  # both tiers are served here: the full one as "m"
+            log(f"capability: {args.capability} arithmetic tasks through m and m-int8, then practicum compare")
+            out["compare"] = asyncio.run(capability(port, ["m", "m-int8"], args.capability, args.tokens,
+                                                    Path(args.out).parent))
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+    return out
+
+
+async def capability(port: int, names: list[str], n_tasks: int, tokens: int, out_dir: Path) -> dict[str, Any]:
+    """Greedy evaluation of each served name on the same fixed tasks (the quickstart's arithmetic
+    held-out set) through the OpenAI engine, written as `practicum eval --json` files, then
+    `practicum compare` on them: the fast tier's capability change and the gate's verdict."""
+    import json
+
+    from practicum.config import load_config
+    from practicum.domains import build_domain
+    from practicum.engines.openai_api import EndpointConfig, OpenAIEngine
+    from practicum.evaluation import evaluate
+
+    cfg = load_config(REPO / "examples/quickstart.yaml")
+    domains = [build_domain(d, cfg.run.seed, cfg.base_dir) for d in cfg.domains]
+    files = {}
+    for name in names:
+        engine = OpenAIEngine(EndpointConfig(base_url=f"http://127.0.0.1:{port}/v1", model=name, api_key_env=None,
+                                             timeout=600, max_concurrency=16))
+        res = await evaluate(engine, domains, tokens, 1, limit=n_tasks)
+        await engine.close()
+        path = out_dir / f"serve_capability_{name}.json"
+        path.write_text(json.dumps({"model": name, "seconds": res.seconds, "per_domain": res.per_domain,
+                                    "per_task": [r.model_dump() for r in res.per_task]}))
+        files[name] = path
+    a, b = (str(files[n]) for n in names)
+    proc = subprocess.run([str(REPO / ".venv/bin/practicum"), "compare", a, b, "--tolerance", "0.02", "--json"],
+                          capture_output=True, text=True)
+    out = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {"error": proc.stderr[-500:]}
+    out["exit_code"] = proc.returncode
     return out
 
 
@@ -161,6 +196,8 @@ def report(result: dict[str, Any]) -> str:
             rows.append([side, "error: " + per["error"][:80]] + [""] * 4)
             continue
         for c, m in per.items():
+            if c == "compare":
+                continue
             rows.append([side, c, fmt(m["requests_per_s"], 2), fmt(m["tokens_per_s"], 1), fmt(m["latency_median_s"], 2),
                          fmt(m["latency_p90_s"], 2)])
     ratio = []
@@ -170,10 +207,17 @@ def report(result: dict[str, Any]) -> str:
         for c in levels:
             if str(c) in p and str(c) in t:
                 ratio.append(f"{side} / transformers at {c}: {p[str(c)]['tokens_per_s'] / t[str(c)]['tokens_per_s']:.2f}x tokens/s")
+    cmp = result["sides"].get("practicum-int8", {}).get("compare")
+    gate = ""
+    if cmp and "domains" in cmp:
+        gate = "Fast tier (int8) vs full, decided by `practicum compare` (tolerance 0.02): " + "; ".join(
+            f"{d}: {m['mean_a']:.3f} -> {m['mean_b']:.3f}, diff {m['diff']:+.3f} [{m['lo']:+.3f}, {m['hi']:+.3f}], "
+            f"detectable at 80% power {m['mde_80']:.3f}" for d, m in cmp["domains"].items()) + \
+            f"; evaluation speed-up {cmp.get('speedup') or 0:.2f}x; gate **{'pass' if cmp.get('pass') else 'FAIL'}** (exit {cmp['exit_code']})."
     return "\n".join([
         f"### serve_throughput ({result['settings']['requests']} requests per level, greedy, {result['settings']['tokens']} new tokens)",
         "", md_table(["side", "clients", "requests/s", "tokens/s", "median latency s", "p90 latency s"], rows), "",
-        "; ".join(ratio) + ".", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"])
+        "; ".join(ratio) + ".", gate, f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"])
 
 
 def main() -> None:
@@ -183,6 +227,7 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=48)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--capability", type=int, default=100, help="arithmetic tasks for the fast-vs-full comparison (0: skip)")
     p.add_argument("--out", default="benchmarks/out/serve_throughput.json")
     args = p.parse_args()
     from practicum.models import resolve_model
