@@ -237,6 +237,7 @@ def main() -> None:
                               "settings": {"levels": [int(x) for x in args.levels.split(",")], "requests": args.requests,
                                            "tokens": args.tokens, "threads": args.threads}, "sides": {}}
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for side in [s.strip() for s in args.sides.split(",") if s.strip()]:
         if side not in SIDES:
             raise SystemExit(f"unknown side {side!r}; choose from {SIDES}")
