@@ -62,3 +62,26 @@ def test_a_run_stops_cleanly_at_its_token_budget(tiny_run_config):
     from pathlib import Path
 
     assert (Path(cfg.run.dir) / "checkpoints" / "step_000002" / "state.json").is_file()
+
+
+def test_an_evaluation_stops_cleanly_at_its_budget(tiny_run_config, tmp_path):
+    """`practicum eval --budget-tokens`: the held-out set is evaluated in chunks of 8 tasks until
+    the budget is reached; the JSON says where it stopped and what was spent."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from practicum.cli import app
+
+    raw = json.loads(tiny_run_config.path.read_text())
+    raw["domains"] = [{"name": "arith", "env": "math", "eval_size": 20,
+                       "source": {"kind": "reasoning_gym", "dataset": "chain_sum"}}]
+    path = tmp_path / "arith.yaml"
+    path.write_text(json.dumps(raw))
+    out = lambda r: json.loads(r.stdout.strip().splitlines()[-1])  # noqa: E731
+    full = out(CliRunner().invoke(app, ["eval", str(path), "--no-cache", "--json"]))
+    assert full["stopped"] is None and full["spend"] is None and len(full["per_task"]) == 20
+    part = out(CliRunner().invoke(app, ["eval", str(path), "--no-cache", "--json", "--budget-tokens", "10"]))
+    assert part["stopped"].startswith("budget reached: tokens")
+    assert len(part["per_task"]) == 8  # one chunk, then the budget was found reached
+    assert part["spend"]["domains"]["arith"]["episodes"] == 8

@@ -132,6 +132,9 @@ def eval_(
     k: Annotated[list[int] | None, typer.Option("--k", help="pass@k and pass^k for these k (repeatable; at most --samples).")] = None,
     cache: Annotated[Path | None, typer.Option(help="Response cache file: a re-run with the same model, prompts and sampling is free (default: PRACTICUM_HOME/cache/eval.sqlite).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Generate everything afresh.")] = False,
+    budget_tokens: Annotated[int | None, typer.Option(help="Stop cleanly once this many prompt + completion tokens are spent (also `budget:` in the config).")] = None,
+    budget_minutes: Annotated[float | None, typer.Option(help="Stop cleanly after this many minutes.")] = None,
+    budget_money: Annotated[float | None, typer.Option(help="Stop cleanly once the spend at the config's budget.prices reaches this.")] = None,
     impossible: Annotated[bool, typer.Option("--impossible", help="Evaluate the code domains on impossible variants (tests that contradict the instruction): every pass is a hack; reports the cheating rate and the verifier flags.")] = False,
 ) -> None:
     """Evaluate a model, checkpoint or endpoint on held-out tasks: scores with task-clustered intervals,
@@ -186,11 +189,17 @@ def eval_(
         if max(ks) > samples:
             raise ConfigError(f"--k {max(ks)} needs at least that many --samples (got {samples})")
 
+        budget = cfg.budget.model_copy(update={k: v for k, v in (("tokens", budget_tokens), ("wall_minutes", budget_minutes),
+                                                                ("money", budget_money)) if v is not None})
+        limited = any(v is not None for v in (budget.tokens, budget.completion_tokens, budget.sandbox_seconds,
+                                              budget.wall_minutes, budget.money))
+
         async def run_eval():
             try:
                 return await evaluate(engine, domains, cfg.eval.max_new_tokens, cfg.rollout.max_turns, limit=limit,
                                       max_tokens=cfg.rollout.max_episode_tokens, max_seconds=cfg.rollout.max_episode_seconds,
-                                      samples=samples, temperature=temperature, seed=cfg.run.seed)
+                                      samples=samples, temperature=temperature, seed=cfg.run.seed,
+                                      budget=budget if limited else None)
             finally:
                 await engine.close()
 
@@ -212,7 +221,7 @@ def eval_(
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
                           "domains": {d: t.model_dump() for d, t in res.tallies.items()},
                           "per_task": [r.model_dump() for r in res.per_task], "usage": usage, "metrics": metrics,
-                          "cache": cached, "impossible": cheating}))
+                          "cache": cached, "impossible": cheating, "spend": res.spend, "stopped": res.stopped}))
         return
     if per_task:
         rows = Table(title="per task")
@@ -250,6 +259,8 @@ def eval_(
                    f(pr["turns_to_success"], 1), f(pr["tool_call_validity"]), f(pr["recovery_rate"]),
                    str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2))
     console.print(mt)
+    if res.stopped:
+        console.print(f"evaluation stopped early: {res.stopped} (the tables cover the tasks evaluated before)")
     for dom, c in (cheating or {}).items():
         console.print(f"impossible variants, {dom}: {c['passed']} of {c['episodes']} passed (cheating rate "
                       f"{c['cheating_rate'] or 0:.3f}, {c['passed_unflagged']} unflagged); verifier flags: "

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
+from practicum.budget import BudgetConfig, Spend
 from practicum.curriculum.scaffold import is_scaffolded
 from practicum.engines.base import Engine, SamplingParams
 from practicum.envs.base import Domain
@@ -18,6 +20,9 @@ from practicum.rollout import run_groups
 from practicum.store import Store
 
 LIMITS = ("turn_limit", "token_limit", "time_limit")  # end reasons of an episode cut short, still scored
+
+
+BUDGET_CHUNK = 8  # tasks evaluated between two budget checks
 
 
 class EvalRow(BaseModel):
@@ -55,6 +60,8 @@ class EvalResult:
     per_task: list[EvalRow] = field(default_factory=list)
     tallies: dict[str, DomainTally] = field(default_factory=dict)
     episodes: dict[str, list[Episode]] = field(default_factory=dict)  # per domain, for process metrics
+    spend: dict[str, Any] | None = None  # with a budget: what the evaluation consumed (practicum.budget)
+    stopped: str | None = None  # with a budget: the budget reached, if the evaluation stopped at it
 
     def line(self) -> str:
         parts = []
@@ -77,6 +84,7 @@ async def evaluate(
     samples: int = 1,
     temperature: float | None = None,
     seed: int = 0,
+    budget: BudgetConfig | None = None,
 ) -> EvalResult:
     """Held-out evaluation, per domain, with one row per episode: greedy, or ``samples`` episodes
     per task at ``temperature`` (default 1.0 when sampling), seeded by ``seed``."""
@@ -89,14 +97,26 @@ async def evaluate(
     rows: list[EvalRow] = []
     tallies: dict[str, DomainTally] = {}
     episodes: dict[str, list[Episode]] = {}
+    spend = Spend()
     for dom in domains:
         t_dom = time.perf_counter()
         tasks = dom.source.eval_tasks()[:limit]
         helped = [t.id for t in tasks if is_scaffolded(t)]
         if helped:  # a held-out score is the policy's own: a scaffold's help must never reach it
             raise ValueError(f"domain {dom.name!r}: held-out tasks carry a training scaffold: {', '.join(helped[:5])}")
-        groups = await run_groups(tasks, samples, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
-                                  max_tokens, max_seconds)
+        if budget is None:
+            groups = await run_groups(tasks, samples, lambda _t, dom=dom: dom.make_env(), engine, params, max_turns,
+                                      max_tokens, max_seconds)
+        else:  # in chunks, so that the evaluation stops cleanly at its budget
+            groups = []
+            for i in range(0, len(tasks), BUDGET_CHUNK):
+                if spend.reached(budget):
+                    break
+                chunk = await run_groups(tasks[i:i + BUDGET_CHUNK], samples, lambda _t, dom=dom: dom.make_env(), engine,
+                                         params, max_turns, max_tokens, max_seconds)
+                spend.add(chunk)
+                spend.wall_seconds = time.perf_counter() - t0
+                groups += chunk
         first = len(rows)
         for g in groups:
             for i, ep in enumerate(g.episodes):
@@ -124,7 +144,11 @@ async def evaluate(
         n = max(len(eps), 1)
         out[dom.name] = {**{k: v / n for k, v in sums.items()}, "n": float(len(eps))}
         episodes[dom.name] = eps
-    return EvalResult(out, time.perf_counter() - t0, rows, tallies, episodes)
+    result = EvalResult(out, time.perf_counter() - t0, rows, tallies, episodes)
+    if budget is not None:
+        result.spend = spend.state(budget.prices)
+        result.stopped = spend.reached(budget)
+    return result
 
 
 def _tally(rows: list[EvalRow], seconds: float) -> DomainTally:
