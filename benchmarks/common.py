@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from practicum.engines.base import EngineWrapper
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 
@@ -239,20 +241,14 @@ def make_engine(cfg, model_path):
                     prefix_cache_mb=cfg.model.prefix_cache_mb)
 
 
-class BatchAtATime:
+class BatchAtATime(EngineWrapper):
     """HFEngine seen through its batch-at-a-time path only (no ``submit``), so that
     BatchingEngine batches between calls as it does for engines that cannot join a batch."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
 
-    @property
-    def policy_version(self) -> int:
-        return self.engine.policy_version
 
-    @property
-    def renderer(self) -> Any:
-        return self.engine.renderer
 
     async def generate(self, prompts: list[list[int]], params: Any) -> list[Any]:
         return await self.engine.generate_batch(prompts, params)

@@ -118,3 +118,18 @@ class ContinuousEngine(Engine, Protocol):
     async def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         """Load new weights between two decode steps, without blocking the event loop."""
         ...
+
+
+class EngineWrapper:
+    """Base of an engine that wraps another (``self.engine``): the policy version and the renderer
+    are the wrapped engine's."""
+
+    engine: Any
+
+    @property
+    def policy_version(self) -> int:
+        return int(self.engine.policy_version)
+
+    @property
+    def renderer(self) -> Renderer:
+        return self.engine.renderer  # type: ignore[no-any-return]

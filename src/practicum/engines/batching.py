@@ -30,11 +30,11 @@ from collections.abc import Mapping
 
 import torch
 
-from practicum.engines.base import Completion, ContinuousEngine, Engine, Renderer, SamplingParams
+from practicum.engines.base import Completion, ContinuousEngine, Engine, EngineWrapper, SamplingParams
 from practicum.errors import EngineFailure
 
 
-class BatchingEngine:
+class BatchingEngine(EngineWrapper):
     """Wraps an :class:`~practicum.engines.base.Engine`; has the same interface."""
 
     def __init__(self, engine: Engine) -> None:
@@ -49,13 +49,7 @@ class BatchingEngine:
         self.continuous = isinstance(engine, ContinuousEngine)
 
     # --- the Engine interface -----------------------------------------------------------------
-    @property
-    def policy_version(self) -> int:
-        return self.engine.policy_version
 
-    @property
-    def renderer(self) -> Renderer:
-        return self.engine.renderer
 
     async def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         if self.continuous:

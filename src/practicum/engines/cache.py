@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from practicum.engines.base import Completion, Engine, SamplingParams
+from practicum.engines.base import Completion, Engine, EngineWrapper, SamplingParams
 
 
 def model_key(path: str | Path) -> str:
@@ -35,7 +35,7 @@ def model_key(path: str | Path) -> str:
     return json.dumps([str(p.resolve())] + [(x.name, x.stat().st_size, int(x.stat().st_mtime)) for x in files])
 
 
-class CachingEngine:
+class CachingEngine(EngineWrapper):
     """``engine`` with a completion cache in ``path`` (see the module)."""
 
     def __init__(self, engine: Engine, path: str | Path, key: str) -> None:
@@ -47,13 +47,7 @@ class CachingEngine:
         self.hits = 0
         self.misses = 0
 
-    @property
-    def policy_version(self) -> int:
-        return self.engine.policy_version
 
-    @property
-    def renderer(self) -> Any:
-        return self.engine.renderer
 
     def __getattr__(self, name: str) -> Any:  # usage and other extras of the engine underneath
         if name in ("engine", "key", "db"):
