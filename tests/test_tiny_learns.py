@@ -309,7 +309,7 @@ def test_train_evaluates_before_and_after(tiny_run_config):
         assert 0.0 <= r.per_domain["say"]["reward"] <= 1.0
     store = Store(res.run_dir / "store.sqlite")
     assert len(store.groups(kind="eval")) == 6
-    assert [k for _, k, _ in store.metrics()] == ["eval", "train", "eval"]
+    assert [k for _, k, _ in store.metrics()] == ["eval", "train", "spend", "eval"]  # the spend after each step
     store.close()
 
 
