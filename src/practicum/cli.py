@@ -179,12 +179,12 @@ def eval_(
         if weights is not None:
             engine.load_weights(weights, 1)
         if not no_cache:
-            from practicum.domains.plugin import _home
             from practicum.engines.cache import CachingEngine, model_key
+            from practicum.models import practicum_home
 
             key = (f"{endpoint.base_url}|{endpoint.model}" if endpoint is not None
                    else model_key(checkpoint if checkpoint is not None else path))
-            engine = CachingEngine(engine, cache or _home() / "cache" / "eval.sqlite", key)
+            engine = CachingEngine(engine, cache or practicum_home() / "cache" / "eval.sqlite", key)
         ks = sorted(set(k or [1]))
         if max(ks) > samples:
             raise ConfigError(f"--k {max(ks)} needs at least that many --samples (got {samples})")

@@ -165,7 +165,7 @@ def process_metrics(episodes: Iterable[Any], success: float = 1.0) -> Process:
     timed = [e for e in ok if e.info.end_reason in ("turn_limit", "token_limit", "time_limit")]
     calls = sum(sum(e.info.tool_calls.values()) for e in ok)
     bad_calls = sum(sum(e.info.tool_errors.values()) for e in ok)
-    trouble = [e for e in ok if _met_trouble(e)]
+    trouble = [e for e in ok if met_trouble(e)]
     recovered = [e for e in trouble if e in wins]
     tokens = sum(len(t.completion_ids) for e in eps for t in e.turns)
     return Process(
@@ -179,7 +179,7 @@ def process_metrics(episodes: Iterable[Any], success: float = 1.0) -> Process:
         tokens=tokens, mean_latency_s=(sum(e.seconds for e in eps) / len(eps)) if eps else None)
 
 
-def _met_trouble(e: Any) -> bool:
+def met_trouble(e: Any) -> bool:
     """A tool error, or an observation that reports a failing test or an error, before the end."""
     if sum(e.info.tool_errors.values()) > 0:
         return True
@@ -192,11 +192,10 @@ def _met_trouble(e: Any) -> bool:
     return False
 
 
-def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[int] = (1,), success: float = 1.0,
-              prices: dict[str, float] | None = None, sandbox_cpu_s: dict[str, float] | None = None) -> dict[str, Any]:
+def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[int] = (1,),
+              success: float = 1.0) -> dict[str, Any]:
     """Per domain: the mean score with its task-clustered 95% interval, pass@k and pass^k for each
-    k no larger than the samples per task, and the process metrics; ``prices`` (per million
-    prompt and completion tokens, and per sandbox CPU-second) give the cost."""
+    k no larger than the samples per task, and the process metrics."""
     out: dict[str, Any] = {}
     by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -210,11 +209,6 @@ def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[
             if k <= n:
                 m[f"pass@{k}"] = sum(pass_at_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
                 m[f"pass^{k}"] = sum(pass_hat_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
-        proc = process_metrics(episodes.get(domain, []), success)
-        m["process"] = proc.as_dict()
-        if prices:
-            prompt = sum(len(e.turns[0].prompt_ids) if e.turns else 0 for e in episodes.get(domain, []))
-            m["cost"] = (prompt * prices.get("prompt_per_million", 0.0) + proc.tokens * prices.get("completion_per_million", 0.0)) / 1e6 \
-                + (sandbox_cpu_s or {}).get(domain, 0.0) * prices.get("sandbox_cpu_second", 0.0)
+        m["process"] = process_metrics(episodes.get(domain, []), success).as_dict()
         out[domain] = m
     return out

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from practicum.eval_metrics import _met_trouble
+from practicum.eval_metrics import met_trouble
 from practicum.records import Episode, EpisodeState
 
 TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -47,7 +47,7 @@ def status_of(ep: Episode, group_state: str, success: float = 1.0) -> set[str]:
         out.add("failed")
     if ep.info.flags:
         out.add("hack")
-    if not infra and ep.score is not None and ep.score.value >= success and _met_trouble(ep):
+    if not infra and ep.score is not None and ep.score.value >= success and met_trouble(ep):
         out.add("recovered")
     if group_state == "dropped" or ep.state == EpisodeState.dropped:
         out.add("dropped")
