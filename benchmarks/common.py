@@ -154,6 +154,21 @@ def run_side(name: str, argv: Sequence[str], result_file: Path, cpus: set[int] |
     return out
 
 
+def parse_sides(spec: str, known: Sequence[str]) -> list[str]:
+    """The comma-separated sides of ``--sides``, in order; an unknown one stops the script."""
+    sides = [x.strip() for x in spec.split(",") if x.strip()]
+    unknown = [x for x in sides if x not in known]
+    if unknown:
+        raise SystemExit(f"unknown side(s) {unknown}; choose from {list(known)}")
+    return sides
+
+
+def new_result(benchmark: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The result a benchmark fills side by side: what ran, where, with which settings."""
+    return {"benchmark": benchmark, "command": command_line(), "machine": machine_info(), "settings": settings,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sides": {}}
+
+
 def write_result(path: str | Path, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 

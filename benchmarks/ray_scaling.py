@@ -28,7 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import command_line, finish, fmt, log, machine_info, machine_line, md_table, run_side, write_result
+from common import (
+    finish,
+    fmt,
+    log,
+    machine_info,
+    machine_line,
+    md_table,
+    new_result,
+    parse_sides,
+    run_side,
+    write_result,
+)
 
 SIDES = {"local": 0, "ray1": 1, "ray2": 2, "ray4": 4}
 REPO = Path(__file__).resolve().parents[1]
@@ -166,14 +177,9 @@ def main() -> None:
         write_result(args._result, res)
         return
     out = Path(args.out)
-    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    bad = [s for s in sides if s not in SIDES]
-    if bad:
-        raise SystemExit(f"unknown side(s) {bad}; choose from {list(SIDES)}")
-    result: dict[str, Any] = {"benchmark": "ray_scaling", "command": command_line(), "machine": machine_info(),
-                              "settings": {k: getattr(args, k) for k in ("steps", "warmup", "prompts", "group", "tokens",
-                                                                         "threads", "split_threads", "probe")},
-                              "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sides": {}}
+    sides = parse_sides(args.sides, list(SIDES))
+    result = new_result("ray_scaling", {k: getattr(args, k) for k in ("steps", "warmup", "prompts", "group", "tokens",
+                                                                    "threads", "split_threads", "probe")})
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
     for s in sides:
         result["sides"][s] = run_side(s, argv, out.parent / f"ray_scaling_{s}.part.json")

@@ -42,7 +42,6 @@ from typing import Any
 from common import (
     EvalSchedule,
     RssSampler,
-    command_line,
     current_rss_mb,
     finish,
     fmt,
@@ -50,6 +49,8 @@ from common import (
     machine_info,
     machine_line,
     md_table,
+    new_result,
+    parse_sides,
     peak_rss_mb,
     run_side,
     write_result,
@@ -316,19 +317,10 @@ def main() -> None:
         worker(args)
         return
     out = Path(args.out)
-    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
-    unknown = [s for s in sides if s not in SIDES]
-    if unknown:
-        raise SystemExit(f"unknown side(s) {unknown}; choose from {list(SIDES)}")
-    result: dict[str, Any] = {
-        "benchmark": "scaffold_products",
-        "command": command_line(),
-        "machine": machine_info(),
-        "settings": {"minutes": args.minutes, "eval_every": args.eval_every, "eval_size": args.eval_size,
-                     "eval_tokens": args.eval_tokens, "config": args.config, "overrides": args.overrides},
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "sides": {},
-    }
+    sides = parse_sides(args.sides, SIDES)
+    result = new_result("scaffold_products", {"minutes": args.minutes, "eval_every": args.eval_every,
+                                              "eval_size": args.eval_size, "eval_tokens": args.eval_tokens,
+                                              "config": args.config, "overrides": args.overrides})
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
     for s in sides:
         res = run_side(s, argv, out.parent / f"scaffold_products_{s}.part.json")
