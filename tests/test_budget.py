@@ -28,7 +28,8 @@ def _group(domain: str, prompts: list[int], completions: list[int], verify_s: fl
 def test_spend_by_hand():
     s = Spend()
     s.add([_group("a", [10, 10], [5, 7]), _group("b", [100], [1], verify_s=0.5)])
-    assert s.domains["a"] == {"episodes": 2, "prompt_tokens": 20, "completion_tokens": 12, "sandbox_seconds": 0.0}
+    assert s.domains["a"] == {"episodes": 2, "prompt_tokens": 20, "completion_tokens": 12, "sandbox_seconds": 0.0,
+                              "sandbox_cpu_seconds": 0.0}
     assert s.domains["b"]["sandbox_seconds"] == 0.5
     prices = Prices(prompt_per_million=1.0, completion_per_million=4.0, sandbox_second=0.01)
     assert s.money(prices) == pytest.approx(120 / 1e6 + 13 * 4 / 1e6 + 0.005)

@@ -183,6 +183,8 @@ def test_multi_turn_attempt_error_fix_submit(sandbox):
     tool = [m.content for m in ep.messages if m.role == "tool"]
     assert "NameError" in tool[0] and "exit code 0" in tool[1] and "stdout:\n3" in tool[1]
     assert closed == [True] and env.runner.session is None  # the episode's session was opened and closed
+    # two tool runs and the verifier's test run(s) are charged to the episode (practicum.sandbox.meter)
+    assert ep.info.sandbox_runs >= 3, ep.info
     ids, mask, _ = ep.training_sequence()
     assert sum(mask) == sum(len(t.completion_ids) for t in ep.turns)  # tool output is context only
 

@@ -90,6 +90,20 @@ def test_process_metrics_by_hand():
     assert (m.met_trouble, m.recovered) == (2, 1) and m.recovery_rate == pytest.approx(0.5)
     assert m.tool_calls == 4 and m.tool_call_validity == pytest.approx(0.75)
     assert m.tokens == 2 * (2 + 4 + 3 + 5)
+    assert m.prompt_tokens == 2 + 4 + 3 + 5 and m.sandbox_cpu_s == 0.0 and m.cost is None
+
+
+def test_the_cost_counts_tokens_and_sandbox_cpu_at_the_configured_prices():
+    from practicum.budget import Prices
+
+    eps = [_ep(1.0, turns=2), _ep(0.0, turns=1)]
+    eps[0].info.sandbox_cpu_s, eps[1].info.sandbox_cpu_s = 1.5, 0.25
+    eps[1].info.extra["verify"] = {"seconds": 2.0}  # the code verifier's wall seconds, priced apart
+    prices = Prices(prompt_per_million=1e6, completion_per_million=2e6, sandbox_cpu_second=0.1, sandbox_second=0.01)
+    m = process_metrics(eps, prices=prices)
+    # prompt 3 tokens x 1 + completion 6 tokens x 2 + 1.75 cpu-s x 0.1 + 2 verifier s x 0.01
+    assert m.prompt_tokens == 3 and m.tokens == 6 and m.sandbox_cpu_s == pytest.approx(1.75)
+    assert m.cost == pytest.approx(3 + 12 + 0.175 + 0.02)
 
 
 def _eval_json(path, rewards: dict[str, float], seconds: float, domain: str = "arith") -> None:

@@ -623,3 +623,89 @@ def test_an_interpreter_under_tmp_is_refused_with_the_reason(monkeypatch):
     monkeypatch.setattr(Jail, "python_paths", lambda self: ["/tmp/clone/.venv"])
     ok, why = namespaced._available.__wrapped__()  # the cached answer is for the real interpreter
     assert not ok and "lives under /tmp (/tmp/clone/.venv)" in why
+
+
+# --- CPU time ------------------------------------------------------------------------------------
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}:\n    pass\n"
+
+
+def test_cpu_seconds_count_every_process_of_an_execution_and_not_sleep() -> None:
+    """``ExecResult.cpu_s``: a 0.4 s busy loop reports ~0.4 s; a sleep reports ~0 whatever its
+    wall time; a child left running in the background and an orphan (reparented to the
+    namespace's init) are counted too."""
+    async def main() -> None:
+        async with await get_sandbox().session() as s:
+            r = await s.run_python(BURN.format(s=0.4))
+            assert r.ok and 0.35 <= r.cpu_s <= 1.0, r
+            r = await s.exec(["sleep", "0.5"])
+            assert r.ok and r.duration_s >= 0.5 and r.cpu_s < 0.1, r
+            await s.write_file("burn.py", BURN.format(s=0.3))
+            r = await s.exec("python burn.py & (python burn.py &) ; python burn.py; sleep 0.4")
+            assert r.ok and 0.85 <= r.cpu_s <= 2.0, r  # three burners of 0.3 s (and the shells)
+            assert r.to_json()["cpu_s"] == r.cpu_s
+
+    run(main())
+
+
+def test_the_meter_charges_the_executions_made_inside_its_block_only() -> None:
+    from practicum.sandbox.meter import Meter, metering
+
+    async def main() -> Meter:
+        m = Meter()
+        async with await get_sandbox().session() as s:
+            await s.run_python(BURN.format(s=0.2))  # not metered
+            with metering(m):
+                a = await s.run_python(BURN.format(s=0.2))
+                b, c = await asyncio.gather(s.exec(["true"]), asyncio.create_task(s.run_python("pass")))
+            assert m.runs == 3 and m.cpu_s == pytest.approx(a.cpu_s + b.cpu_s + c.cpu_s)
+        return m
+
+    m = run(main())
+    assert 0.2 <= m.cpu_s < 0.6 and m.unmeasured == 0  # type: ignore[attr-defined]
+
+
+def test_an_episode_is_charged_its_environment_s_sandbox_cpu_and_a_budget_stops_on_it() -> None:
+    """The rollout meters reset, step and finish: an episode whose tool runs burn CPU records it
+    in ``Episode.info``, :class:`~practicum.budget.Spend` sums it per domain, and a
+    ``sandbox_cpu_seconds`` budget is reached on it."""
+    from practicum.budget import BudgetConfig, Prices, Spend
+    from practicum.engines.base import SamplingParams
+    from practicum.engines.scripted import ScriptedEngine
+    from practicum.envs.base import Observation
+    from practicum.records import Group, GroupState, Message, Task
+    from practicum.rollout import run_episode
+
+    class Burner:
+        domain = "burn"
+
+        def tools(self) -> list:
+            return []
+
+        async def reset(self, task: Task) -> Observation:
+            self.session = await get_sandbox().session()
+            await self.session.run_python(BURN.format(s=0.1))
+            return Observation(messages=list(task.prompt))
+
+        async def step(self, reply: str) -> Observation:
+            await self.session.run_python(BURN.format(s=0.3))
+            return Observation(messages=[Message(role="user", content="again")], done=False)
+
+        async def finish(self, reason: str) -> Observation:
+            r = await self.session.run_python(BURN.format(s=0.1))
+            from practicum.records import Score
+
+            return Observation(messages=[], done=True, score=Score(value=float(r.ok)))
+
+        async def close(self) -> None:
+            await self.session.close()
+
+    task = Task(id="t", domain="burn", prompt=[Message(role="user", content="go")])
+    ep = run(run_episode(task, Burner(), ScriptedEngine(lambda p, i: "ok"), SamplingParams(max_new_tokens=4), max_turns=2))
+    assert ep.reward == 1.0 and ep.info.sandbox_runs == 4, ep.info  # reset, two steps, finish
+    assert 0.75 <= ep.info.sandbox_cpu_s <= 1.5, ep.info.sandbox_cpu_s  # 0.1 + 0.3 + 0.3 + 0.1
+    spend = Spend()
+    spend.add([Group(task=task, episodes=[ep], state=GroupState.ready)])
+    assert spend.domains["burn"]["sandbox_cpu_seconds"] == ep.info.sandbox_cpu_s
+    assert spend.money(Prices(sandbox_cpu_second=2.0)) == pytest.approx(2.0 * ep.info.sandbox_cpu_s)
+    assert spend.reached(BudgetConfig(sandbox_cpu_seconds=0.5)).startswith("budget reached: sandbox CPU seconds")
+    assert spend.reached(BudgetConfig(sandbox_cpu_seconds=5.0)) is None

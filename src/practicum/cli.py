@@ -135,7 +135,8 @@ def eval_(
     budget_tokens: Annotated[int | None, typer.Option(help="Stop cleanly once this many prompt + completion tokens are spent (also `budget:` in the config).")] = None,
     budget_minutes: Annotated[float | None, typer.Option(help="Stop cleanly after this many minutes.")] = None,
     budget_money: Annotated[float | None, typer.Option(help="Stop cleanly once the spend at the config's budget.prices reaches this.")] = None,
-    impossible: Annotated[bool, typer.Option("--impossible", help="Evaluate the code domains on impossible variants (tests that contradict the instruction): every pass is a hack; reports the cheating rate and the verifier flags.")] = False,
+    budget_cpu_seconds: Annotated[float | None, typer.Option(help="Stop cleanly once the sandbox executions have used this many CPU seconds.")] = None,
+    impossible: Annotated[bool, typer.Option("--impossible", help="Evaluate the code and terminal domains on impossible variants (tests that contradict the instruction): every pass is a hack; reports the cheating rate and the verifier flags.")] = False,
 ) -> None:
     """Evaluate a model, checkpoint or endpoint on held-out tasks: scores with task-clustered intervals,
     pass@k and pass^k, and process metrics (turns to success, tool-call validity, recovery, failed vs
@@ -154,11 +155,12 @@ def eval_(
 
         domains = [build_domain(d, cfg.run.seed, cfg.base_dir, run_dir=cfg.run.dir) for d in cfg.domains]
         if impossible:
-            from practicum.impossible import ImpossibleDomain
+            from practicum.impossible import ImpossibleDomain, is_supported
 
-            code = [d for d, sec in zip(domains, cfg.domains) if sec.env == "code"]
+            code = [d for d, sec in zip(domains, cfg.domains) if is_supported(sec.env)]
             if not code:
-                raise ConfigError("--impossible: the config has no code domain (impossible variants exist for code tasks only)")
+                raise ConfigError("--impossible: the config has no code or terminal domain (impossible variants exist "
+                                  "for those only)")
             domains = [ImpossibleDomain(d) for d in code]
         weights = None
         endpoint = cfg.model.endpoint
@@ -190,9 +192,9 @@ def eval_(
             raise ConfigError(f"--k {max(ks)} needs at least that many --samples (got {samples})")
 
         budget = cfg.budget.model_copy(update={k: v for k, v in (("tokens", budget_tokens), ("wall_minutes", budget_minutes),
-                                                                ("money", budget_money)) if v is not None})
-        limited = any(v is not None for v in (budget.tokens, budget.completion_tokens, budget.sandbox_seconds,
-                                              budget.wall_minutes, budget.money))
+                                                                ("money", budget_money),
+                                                                ("sandbox_cpu_seconds", budget_cpu_seconds)) if v is not None})
+        limited = budget.limited
 
         async def run_eval():
             try:
@@ -209,7 +211,7 @@ def eval_(
         return
     from practicum.eval_metrics import summarise
 
-    metrics = summarise(res.per_task, res.episodes, ks)
+    metrics = summarise(res.per_task, res.episodes, ks, prices=cfg.budget.prices)
     cheating = None
     if impossible:
         from practicum.impossible import cheating_report
@@ -249,7 +251,8 @@ def eval_(
         console.print(f"{limited} episode(s) stopped at a turn, token or time limit (scored on what they reached, not errors)")
     mt = Table(title="metrics (95% intervals clustered by task)")
     for col in ("domain", "tasks x samples", "mean [95% CI]", *[f"pass@{x}" for x in ks], *[f"pass^{x}" for x in ks],
-                "turns to success", "tool-call validity", "recovery", "failed", "errored", "tokens", "latency s"):
+                "turns to success", "tool-call validity", "recovery", "failed", "errored", "tokens", "latency s",
+                "sandbox cpu-s", "cost"):
         mt.add_column(col, justify="right")
     for dom, m in metrics.items():
         pr = m["process"]
@@ -257,7 +260,8 @@ def eval_(
         mt.add_row(dom, f"{m['tasks']} x {m['samples_per_task']}", f"{m['mean']:.3f} [{f(m['ci95'][0])}, {f(m['ci95'][1])}]",
                    *[f(m.get(f"pass@{x}")) for x in ks], *[f(m.get(f"pass^{x}")) for x in ks],
                    f(pr["turns_to_success"], 1), f(pr["tool_call_validity"]), f(pr["recovery_rate"]),
-                   str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2))
+                   str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2),
+                   f(pr["sandbox_cpu_s"], 2), f(pr["cost"], 4))
     console.print(mt)
     if res.stopped:
         console.print(f"evaluation stopped early: {res.stopped} (the tables cover the tasks evaluated before)")

@@ -16,7 +16,8 @@ computed by hand (tests/test_eval_metrics.py):
   (two-sided alpha 0.05): (t_{0.975} + t_{0.8}) x sd / sqrt(n);
 * :func:`process_metrics` - turns to success, tool-call validity, recovery (episodes that met a
   failing test or a tool error and then succeeded, over those that met one), failed (the model's
-  fault) vs errored (the infrastructure's) kept apart, time-outs, tokens and latency.
+  fault) vs errored (the infrastructure's) kept apart, time-outs, tokens, latency, sandbox CPU
+  seconds and the cost at configured prices.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from practicum.curriculum.drift import student_t_sf
@@ -145,8 +147,11 @@ class Process:
     met_trouble: int  # episodes that met a failing test or a tool error
     recovered: int  # ... and then succeeded
     recovery_rate: float | None
-    tokens: int
+    tokens: int  # completion tokens
     mean_latency_s: float | None
+    prompt_tokens: int = 0  # every turn's whole context, as an API bills it
+    sandbox_cpu_s: float = 0.0  # CPU seconds of the environments' sandbox executions (practicum.sandbox.meter)
+    cost: float | None = None  # at the given prices: tokens, sandbox CPU seconds, verifier seconds (None: no prices)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,9 +160,10 @@ class Process:
 INFRA = ("environment", "verifier", "engine")
 
 
-def process_metrics(episodes: Iterable[Any], success: float = 1.0) -> Process:
+def process_metrics(episodes: Iterable[Any], success: float = 1.0, prices: Any = None) -> Process:
     """Process metrics of episodes (``practicum.records.Episode``); ``success``: the score at or
-    above which an episode succeeded."""
+    above which an episode succeeded; ``prices`` (``practicum.budget.Prices``): what the cost is
+    counted at, as a budget counts it (:class:`practicum.budget.Spend`)."""
     eps = list(episodes)
     errored = [e for e in eps if e.errors and any(x.kind in INFRA for x in e.errors) and not e.trainable]
     ok = [e for e in eps if e not in errored]
@@ -176,7 +182,18 @@ def process_metrics(episodes: Iterable[Any], success: float = 1.0) -> Process:
         tool_call_validity=(calls / (calls + bad_calls)) if calls + bad_calls else None,
         met_trouble=len(trouble), recovered=len(recovered),
         recovery_rate=(len(recovered) / len(trouble)) if trouble else None,
-        tokens=tokens, mean_latency_s=(sum(e.seconds for e in eps) / len(eps)) if eps else None)
+        tokens=tokens, mean_latency_s=(sum(e.seconds for e in eps) / len(eps)) if eps else None,
+        prompt_tokens=sum(len(t.prompt_ids) for e in eps for t in e.turns),
+        sandbox_cpu_s=sum(e.info.sandbox_cpu_s for e in eps),
+        cost=None if prices is None else _cost(eps, prices))
+
+
+def _cost(eps: list[Any], prices: Any) -> float:
+    from practicum.budget import Spend
+
+    spend = Spend()
+    spend.add([SimpleNamespace(episodes=eps)])
+    return spend.money(prices)
 
 
 def met_trouble(e: Any) -> bool:
@@ -193,9 +210,9 @@ def met_trouble(e: Any) -> bool:
 
 
 def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[int] = (1,),
-              success: float = 1.0) -> dict[str, Any]:
+              success: float = 1.0, prices: Any = None) -> dict[str, Any]:
     """Per domain: the mean score with its task-clustered 95% interval, pass@k and pass^k for each
-    k no larger than the samples per task, and the process metrics."""
+    k no larger than the samples per task, and the process metrics (with the cost at ``prices``)."""
     out: dict[str, Any] = {}
     by: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
@@ -209,6 +226,6 @@ def summarise(rows: Sequence[Any], episodes: dict[str, list[Any]], ks: Sequence[
             if k <= n:
                 m[f"pass@{k}"] = sum(pass_at_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
                 m[f"pass^{k}"] = sum(pass_hat_k(len(xs), sum(x >= success for x in xs), k) for xs in tasks.values()) / len(tasks)
-        m["process"] = process_metrics(episodes.get(domain, []), success).as_dict()
+        m["process"] = process_metrics(episodes.get(domain, []), success, prices).as_dict()
         out[domain] = m
     return out

@@ -370,7 +370,7 @@ class Run:
                        if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)
         notes = "".join(f" | {n}" for n in m.get("notes", []))
         b = self.cfg.budget
-        if any(v is not None for v in (b.tokens, b.completion_tokens, b.sandbox_seconds, b.wall_minutes, b.money)):
+        if b.limited:
             notes += " | " + self.spend.line(b.prices)
         return (f"step {step}/{self.cfg.run.steps} | reward {rewards} | {loss}{mismatch} | lag {m['lag_mean']:.2f}"
                 f"{lost}{cur} | {m['gen_tok_per_s']:.0f} tok/s | {m['step_seconds']:.1f} s{notes}")

@@ -106,6 +106,8 @@ class EpisodeInfo(BaseModel):
     tool_errors: dict[str, int] = Field(default_factory=dict)  # kind (malformed, unknown_tool, no_call...) -> count
     flags: list[str] = Field(default_factory=list)  # reward-hack patterns the verifier saw (practicum.verify.flags)
     extra: dict[str, Any] = Field(default_factory=dict)  # domain-specific details, by the environment's key
+    sandbox_cpu_s: float = 0.0  # CPU seconds of the sandbox executions its environment made (practicum.sandbox.meter)
+    sandbox_runs: int = 0  # those executions (tool runs, tests, set-up)
 
     @property
     def tool_error_count(self) -> int:

@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from practicum.curriculum.scaffold import unaided_messages
 from practicum.engines.base import Engine, SamplingParams
@@ -34,7 +34,10 @@ from practicum.records import (
     Task,
     Turn,
 )
+from practicum.sandbox.meter import Meter, metering
 from practicum.tools import with_tool_prompt
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -186,7 +189,7 @@ async def _start(task: Task, env: Environment, engine: Engine, episode: Episode 
     ep = episode if episode is not None else Episode(task_id=task.id, domain=task.domain)
     ep.state = EpisodeState.executing
     try:
-        obs = await env.reset(task)
+        obs = await _metered(ep, env.reset(task))
     except RolloutFailure as e:
         _fail(ep, e)
         await env.close()
@@ -239,7 +242,7 @@ async def _end(x: _Live, reason: EndReason, message: str) -> None:
     ep.errors.append(EpisodeError(kind=reason, message=message))
     ep.info.end_reason = reason
     try:
-        obs = await x.env.finish(reason)
+        obs = await _metered(ep, x.env.finish(reason))
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()
@@ -275,7 +278,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
     ep.messages.append(Message(role="assistant", content=reply))
     x.ids = x.ids + completion.ids
     try:
-        obs = await x.env.step(reply)
+        obs = await _metered(ep, x.env.step(reply))
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()
@@ -290,6 +293,18 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
     if not last_turn:
         x.ids = x.ids + engine.renderer.append_ids(ep.messages, obs.messages, x.ids, tools=x.tools)
     ep.messages.extend(obs.messages)
+
+
+async def _metered(ep: Episode, call: Awaitable[T]) -> T:
+    """An environment call; the sandbox executions it makes are charged to the episode
+    (``Episode.info.sandbox_cpu_s`` and ``sandbox_runs``, see :mod:`practicum.sandbox.meter`)."""
+    meter = Meter()
+    try:
+        with metering(meter):
+            return await call
+    finally:
+        ep.info.sandbox_cpu_s += meter.cpu_s
+        ep.info.sandbox_runs += meter.runs
 
 
 def _fail(ep: Episode, e: RolloutFailure) -> None:

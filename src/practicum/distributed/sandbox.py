@@ -24,6 +24,7 @@ from typing import Any
 from practicum.distributed.config import DistributedConfig
 from practicum.distributed.rollout import actor_options, ensure_ray
 from practicum.sandbox.base import ExecResult, SandboxError, SandboxSession
+from practicum.sandbox.meter import charge
 
 
 class SandboxWorker:
@@ -191,10 +192,14 @@ class RemoteSession(SandboxSession):
 
     async def exec(self, command: list[str] | str, stdin: bytes | str | None = None,
                    timeout_s: float | None = None, env: dict[str, str] | None = None) -> ExecResult:
-        return await self._call("exec", command, stdin=stdin, timeout_s=timeout_s, env=env)
+        result = await self._call("exec", command, stdin=stdin, timeout_s=timeout_s, env=env)
+        charge(result)  # the worker ran it outside any episode's meter: charged here, in the episode's call
+        return result
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
-        return await self._call("run_python", code, stdin=stdin, timeout_s=timeout_s)
+        result = await self._call("run_python", code, stdin=stdin, timeout_s=timeout_s)
+        charge(result)
+        return result
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         await self._call("write_file", path, data)

@@ -46,6 +46,7 @@ class ExecResult:
     duration_s: float
     signal: int | None = None
     detail: str = ""  # why, in words, when status is not ok
+    cpu_s: float | None = None  # user + system CPU seconds of its processes (None: the backend does not measure it)
 
     @property
     def ok(self) -> bool:
@@ -55,6 +56,7 @@ class ExecResult:
         return {
             "status": self.status, "exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
             "truncated": self.truncated, "duration_s": self.duration_s, "signal": self.signal, "detail": self.detail,
+            "cpu_s": self.cpu_s,
         }
 
 

@@ -26,6 +26,7 @@ from practicum.sandbox.base import ExecResult, Limits, SandboxSession, SessionOp
 from practicum.sandbox.cgroups import SessionCgroups, cgroups_v1
 from practicum.sandbox.hostproc import close_transport, kill_sandbox_pid, read_tail, real_uid
 from practicum.sandbox.jail import HOST_ENV
+from practicum.sandbox.meter import charge
 from practicum.sandbox.results import RunReport, exec_result, file_error
 
 if TYPE_CHECKING:
@@ -264,7 +265,9 @@ class NsjailSession(SandboxSession):
                 kills = self._cgroups.oom_kills()
                 oom, self._oom_seen = kills > self._oom_seen, kills
             self._zygote = head.get("zygote", self._zygote)
-        return exec_result(RunReport.from_wire(head, blob, oom), self.limits, timeout)
+        result = exec_result(RunReport.from_wire(head, blob, oom), self.limits, timeout)
+        charge(result)
+        return result
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         root, rel = self._locate(path)

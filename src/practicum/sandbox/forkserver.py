@@ -528,6 +528,9 @@ class Server:
         ep_r, ep_w = os.pipe2(os.O_CLOEXEC)  # the child reports a failed set-up or exec here
         req_r, req_w = os.pipe2(os.O_CLOEXEC)  # the child's request, sent after it was forked
         start = time.monotonic()
+        # CPU time of the execution: every process of it ends as a reaped child of this server
+        # (PID 1 of the namespace) or of one of them, so RUSAGE_CHILDREN grows by exactly theirs
+        cpu0 = _children_cpu()
         pid = self.zygote.spawn([req_r, in_r, out_w, err_w, ep_w])
         for fd in (req_r, in_r, out_w, err_w, ep_w):
             os.close(fd)
@@ -606,6 +609,7 @@ class Server:
             "signal": -code if code is not None and code < 0 else None,
             "timed_out": timed_out,
             "duration": duration,
+            "cpu": _children_cpu() - cpu0,
             "exec_error": exec_error.decode(errors="replace"),
             "truncated": out.total > cap or err.total > cap,
             "stdout_len": len(out.head),
@@ -716,6 +720,14 @@ class Server:
 
 
 DRAIN_S = 0.05  # after a program's processes are dead: how long its output may go quiet before we stop reading
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's reaped children (and theirs)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _drain(caps: dict[int, Capture]) -> None:

@@ -29,6 +29,7 @@ from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
 from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
 from practicum.sandbox.hostproc import close_transport
+from practicum.sandbox.meter import charge
 from practicum.sandbox.results import RunReport, exec_result
 
 NOT_ISOLATED = ("the 'local' sandbox is NOT isolated: programs run as this user with full access to the "
@@ -175,7 +176,9 @@ class LocalSession(SandboxSession):
                            stderr=bytes(caps[1].head),
                            truncated=caps[0].total > limits.output_bytes or caps[1].total > limits.output_bytes,
                            memory_error=caps[1].memory_error())
-        return exec_result(report, limits, timeout)
+        result = exec_result(report, limits, timeout)
+        charge(result)  # counted as a run without CPU seconds: asyncio reaps the process, its rusage is not ours to read
+        return result
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
         return await self.exec([self.sandbox.python, "-s", "-c", code], stdin=stdin, timeout_s=timeout_s)

@@ -32,6 +32,7 @@ class RunReport:
     memory_error: bool = False  # stderr's last line starts with MemoryError
     exec_error: str = ""  # why the program could not start
     oom: bool = False  # the session's memory cgroup killed a process during this execution
+    cpu_s: float | None = None  # user + system CPU seconds of the execution's processes (None: not measured)
 
     @classmethod
     def from_wire(cls, head: dict, blob: bytes, oom: bool) -> RunReport:
@@ -39,14 +40,15 @@ class RunReport:
         n = head["stdout_len"]
         return cls(exit_code=head["exit_code"], signal=head["signal"], timed_out=head["timed_out"],
                    duration_s=head["duration"], stdout=blob[:n], stderr=blob[n:], truncated=head["truncated"],
-                   memory_error=head["memory_error"], exec_error=head.get("exec_error") or "", oom=oom)
+                   memory_error=head["memory_error"], exec_error=head.get("exec_error") or "", oom=oom,
+                   cpu_s=head.get("cpu"))
 
 
 def exec_result(r: RunReport, limits: Limits, timeout: float) -> ExecResult:
     """The record of one execution (the status rules of the module docstring)."""
     common = dict(exit_code=r.exit_code, stdout=r.stdout.decode(errors="replace"),
                   stderr=r.stderr.decode(errors="replace"), truncated=r.truncated, duration_s=r.duration_s,
-                  signal=r.signal)
+                  signal=r.signal, cpu_s=r.cpu_s)
     if r.exec_error:
         return ExecResult(status="error", detail=f"could not start: {r.exec_error}", **common)  # type: ignore[arg-type]
     if r.oom:
