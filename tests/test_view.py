@@ -32,6 +32,7 @@ def make_run(run_dir: Path) -> dict[str, str]:
     good = asyncio.run(run_episode(TASK, NotesEnv(), engine, SamplingParams(max_new_tokens=200), max_turns=4))
     bad = asyncio.run(run_episode(TASK, NotesEnv(), ScriptedEngine(lambda _p, _n: call("submit")),
                                   SamplingParams(max_new_tokens=200), max_turns=2))
+    good.info.sandbox_cpu_s, good.info.sandbox_runs = 1.25, 3  # as the rollout's meter records them
     errored = Episode(task_id=TASK.id, domain="notes", state=EpisodeState.failed,
                       errors=[EpisodeError(kind="environment", message="the sandbox died")], score=Score(value=0.0))
     hack = Episode(task_id=TASK.id, domain="notes", state=EpisodeState.done, score=Score(value=0.0))
@@ -82,6 +83,7 @@ def test_the_page_in_headless_chromium(tmp_path):
     assert "tool call: <b>write_file</b>" in page and "tool call: <b>read_file</b>" in page  # the episode opened
     assert 'id="components"' in page and "correct" in page  # its score components
     assert "no such file: notes.txt" in page  # the observation of the failed call
+    assert "sandbox: 3 runs, 1.25 CPU s" in page  # what the episode cost in the sandbox
     assert shot.is_file() and shot.stat().st_size > 10_000
     out = Path(os.environ.get("PRACTICUM_VIEW_SHOT", "")) if os.environ.get("PRACTICUM_VIEW_SHOT") else None
     if out:

@@ -138,7 +138,8 @@ class RunView:
                 "flags": ep.info.flags, "end": ep.info.end_reason, "errors": [e.model_dump() for e in ep.errors],
                 "tool_calls": ep.info.tool_calls, "tool_errors": ep.info.tool_errors, "messages": turns,
                 "events": events, "diff": extra.get("git_diff"), "render": render if isinstance(render, str) else None,
-                "status": sorted(status_of(ep, gstate)), "seconds": ep.seconds}
+                "status": sorted(status_of(ep, gstate)), "seconds": ep.seconds,
+                "sandbox": {"cpu_s": ep.info.sandbox_cpu_s, "runs": ep.info.sandbox_runs}}
 
     def file(self, path: str) -> Path:
         p = (self.run_dir / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
@@ -252,7 +253,7 @@ async function loadEpisodes(){const q=new URLSearchParams({domain:$('#f-domain')
  const eps=await get('/api/episodes?'+q);$('#count').textContent=eps.length+' episodes';
  $('#episodes').innerHTML=eps.map(e=>`<tr class="ep" data-id="${e.id}"><td>${e.step}</td><td>${e.kind}</td><td>${esc(e.domain)}</td><td>${esc(e.task)}</td><td>${e.reward.toFixed(2)}</td><td>${e.turns}</td><td>${e.status.map(s=>`<span class="tag ${s}">${s}</span>`).join('')}</td></tr>`).join('');
  for(const tr of document.querySelectorAll('tr.ep'))tr.onclick=()=>{location.hash='episode='+tr.dataset.id}}
-async function openEpisode(id){const e=await get('/api/episode/'+id);let h=`<h2>Episode ${esc(e.id)}</h2><p>${esc(e.domain)} - ${esc(e.task)} - step ${e.step} (${e.kind}) - ${esc(e.state)}, ended: ${esc(e.end)} - ${e.status.map(s=>`<span class="tag ${s}">${s}</span>`).join('')}</p>`;
+async function openEpisode(id){const e=await get('/api/episode/'+id);let h=`<h2>Episode ${esc(e.id)}</h2><p>${esc(e.domain)} - ${esc(e.task)} - step ${e.step} (${e.kind}) - ${esc(e.state)}, ended: ${esc(e.end)} - ${e.status.map(s=>`<span class="tag ${s}">${s}</span>`).join('')}</p><p id="cost">${e.seconds.toFixed(1)} s${e.sandbox.runs?` - sandbox: ${e.sandbox.runs} runs, ${e.sandbox.cpu_s.toFixed(2)} CPU s`:''}</p>`;
  if(e.score){h+=`<h2>Score ${e.score.value.toFixed(3)}</h2><table id="components"><tr><th>component</th><th>value</th></tr>${Object.entries(e.score.components).map(([k,v])=>`<tr><td>${esc(k)}</td><td>${(+v).toFixed(3)}</td></tr>`).join('')}</table><p>${esc(e.score.explanation)}</p>`}
  if(e.flags.length)h+=`<p><b>Verifier flags:</b> ${e.flags.map(f=>`<span class="tag hack">${esc(f)}</span>`).join('')}</p>`;
  if(e.errors.length)h+=`<p><b>Errors:</b> ${e.errors.map(x=>esc(x.kind+': '+x.message)).join('; ')}</p>`;
