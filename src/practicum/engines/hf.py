@@ -413,18 +413,19 @@ class HFEngine:
             n = len(distinct)
             self.model(input_ids=torch.tensor([distinct[0][:shared]], device=self.device),
                        attention_mask=torch.ones((1, shared), dtype=torch.long, device=self.device),
-                       position_ids=torch.arange(shared, device=self.device).unsqueeze(0), cache=cache, use_cache=True)
+                       position_ids=torch.arange(shared, device=self.device).unsqueeze(0), cache=cache, use_cache=True,
+                       logits_to_keep=1)
             cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
             _, _, rest, rest_att, rest_pos = _left_padded([p[shared:] for p in distinct], self.pad_id, self.device,
                                                           dedupe=False)
             attention = torch.cat([torch.ones((n, shared), dtype=torch.long, device=self.device), rest_att], 1)
             positions = rest_pos + shared
             logits = self.model(input_ids=rest, attention_mask=attention, position_ids=positions,
-                                cache=cache, use_cache=True).logits[:, -1, :]
+                                cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
             self.shared_prefix_tokens += shared * (n - 1)
         else:
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                                cache=cache, use_cache=True).logits[:, -1, :]
+                                cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         for layer in cache.layers:
             if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
                 raise NotImplementedError(f"continuous batching needs plain DynamicLayer caches, not {type(layer).__name__}")
@@ -444,7 +445,7 @@ class HFEngine:
         attention = torch.ones((1, len(r.ids)), dtype=torch.long, device=self.device)
         positions = torch.arange(n, len(r.ids), device=self.device).unsqueeze(0)
         logits = self.model(input_ids=suffix, attention_mask=attention, position_ids=positions,
-                            cache=cache, use_cache=True).logits[:, -1, :]
+                            cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         self.prefix_hits += 1
         self.prefix_tokens_reused += n
         return _Batch([r], cache, logits, attention, torch.tensor([len(r.ids)], device=self.device))
@@ -602,7 +603,7 @@ class HFEngine:
         alive = torch.arange(batch, device=self.device)  # original row of each live row
         cache = DynamicCache()
         logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                            cache=cache, use_cache=True).logits[:, -1, :]
+                            cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         expand = torch.tensor(row_of, device=self.device)
         if len(distinct) < batch:
             cache.batch_select_indices(expand)
