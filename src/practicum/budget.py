@@ -56,15 +56,18 @@ class Spend:
 
     def add(self, groups: list[Any]) -> None:
         for g in groups:
-            for e in g.episodes:
-                d = self.domains[e.domain]
-                d["episodes"] += 1
-                d["prompt_tokens"] += sum(len(t.prompt_ids) for t in e.turns)
-                d["completion_tokens"] += sum(len(t.completion_ids) for t in e.turns)
-                d["sandbox_cpu_seconds"] += e.info.sandbox_cpu_s
-                verify = e.info.extra.get("verify")
-                if isinstance(verify, dict) and isinstance(verify.get("seconds"), (int, float)):
-                    d["sandbox_seconds"] += float(verify["seconds"])
+            self.add_episodes(g.episodes)
+
+    def add_episodes(self, episodes: list[Any]) -> None:
+        for e in episodes:
+            d = self.domains[e.domain]
+            d["episodes"] += 1
+            d["prompt_tokens"] += sum(len(t.prompt_ids) for t in e.turns)
+            d["completion_tokens"] += sum(len(t.completion_ids) for t in e.turns)
+            d["sandbox_cpu_seconds"] += e.info.sandbox_cpu_s
+            verify = e.info.extra.get("verify")
+            if isinstance(verify, dict) and isinstance(verify.get("seconds"), (int, float)):
+                d["sandbox_seconds"] += float(verify["seconds"])
 
     def total(self, key: str) -> float:
         return sum(d[key] for d in self.domains.values())

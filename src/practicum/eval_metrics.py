@@ -26,7 +26,6 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from practicum.curriculum.drift import student_t_sf
@@ -192,7 +191,7 @@ def _cost(eps: list[Any], prices: Any) -> float:
     from practicum.budget import Spend
 
     spend = Spend()
-    spend.add([SimpleNamespace(episodes=eps)])
+    spend.add_episodes(eps)
     return spend.money(prices)
 
 

@@ -257,9 +257,11 @@ class NsjailSession(SandboxSession):
                 head, blob = await self._call(req, code + data, timeout + GRACE_S)
             except ConnectionError as e:
                 oom = self._cgroups is not None and self._cgroups.oom_kills() > self._oom_seen
-                return ExecResult(status="memory" if oom else "error", exit_code=None, stdout="", stderr="",
+                lost = ExecResult(status="memory" if oom else "error", exit_code=None, stdout="", stderr="",
                                   truncated=False, duration_s=time.monotonic() - started,
                                   detail=(f"the session was killed by its memory limit: {e}" if oom else str(e)))
+                charge(lost)  # a run whose CPU time died with the session: counted, unmeasured
+                return lost
             oom = False
             if self._cgroups is not None:
                 kills = self._cgroups.oom_kills()
