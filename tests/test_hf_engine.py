@@ -583,3 +583,84 @@ def test_a_common_beginning_of_prompts_admitted_together_is_prefilled_once(varie
     for x, y in zip(again, again_plain):
         assert x.ids == y.ids
         assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
+
+
+def _arrivals(engine, requests):
+    """Submit ``requests`` ((prompt, params) pairs): the first alone, each later one while the
+    earlier ones decode (at steps 2, 4, ...), several in one admission where a pair is a list."""
+
+    async def go():
+        async def ask(prompt, params):
+            return await engine.submit(prompt, params)
+
+        tasks = [asyncio.ensure_future(ask(*requests[0]))]
+        for i, arrival in enumerate(requests[1:], start=1):
+            async with _Hold(engine, engine.steps + 2):
+                for prompt, params in arrival if isinstance(arrival, list) else [arrival]:
+                    tasks.append(asyncio.ensure_future(ask(prompt, params)))
+        return await asyncio.gather(*tasks)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("beginnings", [256, 0], ids=["after-stored-beginnings", "fresh"])
+def test_a_request_folded_into_a_decode_step_samples_what_it_samples_alone(varied_model_path, beginnings):
+    """Newcomers admitted inside a running decode step's forward pass (one packed sequence:
+    the running rows' tokens, then each new prompt) sample what they sample with a forward
+    pass of their own: fresh prompts or prompts after a stored beginning, two identical
+    prompts in one admission (computed once), a conversation's next turn through the prefix
+    cache."""
+    folded = _engine(varied_model_path, beginning_cache_mb=beginnings)
+    plain = _engine(varied_model_path, beginning_cache_mb=beginnings)
+    plain.fold_prefill = False
+    assert folded._foldable
+    system = Message(role="system", content="say seven three nine yes no " * 3)
+    prompts = [folded.renderer.chat_ids([system, Message(role="user", content=t)])
+               for t in ("one", "say three please", "yes no yes yes", "nine")]
+    replies = {}
+    for name, engine in (("folded", folded), ("plain", plain)):
+        (first,) = _generate(engine, [prompts[0]], SamplingParams(max_new_tokens=6, seed=1, keep_prefix=True))
+        follow = prompts[0] + first.ids + engine.renderer.append_ids(
+            [Message(role="user", content="x")], [Message(role="user", content="again")], prompts[0] + first.ids)
+        replies[name] = [first, *_arrivals(engine, [
+            (prompts[1], SamplingParams(max_new_tokens=30, temperature=1.0, seed=2)),
+            (prompts[2], SamplingParams(max_new_tokens=12, temperature=1.0, seed=3)),
+            [(prompts[3], SamplingParams(max_new_tokens=9, temperature=1.0, seed=4))] * 2,
+            (follow, SamplingParams(max_new_tokens=7, temperature=0.0)),
+        ])]
+    assert folded.folded == 3 and plain.folded == 0
+    assert folded.prefix_hits == plain.prefix_hits == 1  # the next turn continued its kept rows
+    assert folded.beginning_hits >= (3 if beginnings else 0)  # later prompts begin with the first one's system prompt
+    assert beginnings or folded.beginning_hits == 0
+    for a, b in zip(replies["folded"], replies["plain"]):
+        assert a.ids == b.ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    twins = replies["folded"][4:6]
+    assert twins[0].ids != twins[1].ids  # the two identical prompts still sampled on their own
+
+
+def test_a_beginning_computed_once_serves_later_requests(varied_model_path):
+    """A request that begins like an earlier one (the same system prompt) prefills only what
+    follows the earlier one's stored whole blocks and samples what it samples without them;
+    the store is emptied when weights change and stays within its budget."""
+    from practicum.engines.hf import BLOCK
+
+    stored, plain = _engine(varied_model_path), _engine(varied_model_path, beginning_cache_mb=0)
+    system = Message(role="system", content="say seven three nine yes no " * 4)
+    a, b = (stored.renderer.chat_ids([system, Message(role="user", content=t)]) for t in ("one", "say three please"))
+    common = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    params = SamplingParams(max_new_tokens=10, temperature=1.0, seed=8)
+    out = {name: [_generate(e, [p], params)[0] for p in (a, b)] for name, e in (("stored", stored), ("plain", plain))}
+    assert stored.beginning_hits == 1 and plain.beginning_hits == 0
+    assert stored.beginning_tokens_reused == common // BLOCK * BLOCK >= BLOCK * 3
+    for x, y in zip(out["stored"], out["plain"]):
+        assert x.ids == y.ids
+        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
+    entry = max(e.nbytes for e in stored._beginnings._entries.values())
+    stored.load_weights(stored.model.state_dict(), 1)
+    assert stored._beginnings.held == 0 and not stored._beginnings._index
+    small = _engine(varied_model_path, beginning_cache_mb=2.5 * entry / 2**20)  # room for two such entries
+    for t in ("one", "two", "three", "four", "five", "six"):
+        _generate(small, [small.renderer.chat_ids([system, Message(role="user", content=t)])], params)
+    assert 0 < small._beginnings.held <= small._beginnings.budget
+    assert len(small._beginnings._entries) < 6  # the oldest were evicted

@@ -408,18 +408,23 @@ def serve(
         _fail(PracticumError("practicum serve needs the serve extra: pip install 'practicum[serve]'"))
         return
     from practicum.checkpoints import load_checkpoint_weights
-    from practicum.hardware import resolve_dtype
+    from practicum.hardware import in_own_thread, resolve_dtype
     from practicum.models import resolve_model
     from practicum.serve import ServeLimits, build_models, create_app
 
-    try:
+    def load() -> list:
         weights = None
         if checkpoint is not None:
             path, weights = load_checkpoint_weights(checkpoint)
         else:
             path = resolve_model(model)
         served_name = name or (model if checkpoint is None else f"{model}@{checkpoint.name}")
-        models = build_models(path, served_name, resolve_dtype(dtype, device), device, tier or [], max_batch, weights)
+        return build_models(path, served_name, resolve_dtype(dtype, device), device, tier or [], max_batch, weights)
+
+    try:
+        # loading, conversion and quantization off the main thread, which then only serves HTTP:
+        # the engines' decode threads stay the only torch threads of the process (in_own_thread)
+        models = in_own_thread(load, name="serve-load")
         limits = ServeLimits(max_tokens=max_tokens, default_max_tokens=min(256, max_tokens))
     except (PracticumError, ValueError) as e:
         _fail(e)

@@ -42,6 +42,15 @@ extend a kept entry takes it (the entry leaves the cache) and prefills only the 
 kept entries are dropped whenever weights change, so a later turn never reuses keys computed
 by an older policy. Entries are evicted oldest first.
 
+**Shared beginnings across requests.** Requests that arrive at different times but begin alike
+(every chat request with the same system prompt and tool schemas; each new question of a
+benchmark with the same worked examples) reuse one computed beginning: every fresh prefill
+keeps its prompt's KV-cache rows in whole blocks of ``BLOCK`` tokens (all but the last token),
+indexed by a chained digest of each block, up to ``beginning_cache_mb``, oldest evicted first; a
+new request looks up its longest stored run of blocks and prefills only the rest. Like the
+prefix cache it is emptied whenever weights change, and the stored rows are never written to
+(the forward pass concatenates onto them, leaving them as they were).
+
 **Weights** are published between decode steps, never during one: :meth:`load_weights` from
 another thread waits for the step in progress to end. A request decoding across an update
 keeps its KV cache and continues under the new weights; its per-token log-probs are still
@@ -71,6 +80,7 @@ import torch
 
 from practicum.engines.base import Completion, SamplingParams
 from practicum.engines.render import ChatRenderer
+from practicum.hardware import in_own_thread
 
 
 def _sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -137,6 +147,75 @@ class _Request:
 
 
 MIN_SHARED_PREFIX = 16  # shorter common beginnings are not worth a separate prefill
+BLOCK = 8  # tokens per block of the beginnings cache
+
+
+@dataclass(eq=False)
+class _Beginning:
+    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer, keys and values [1, H, n, D], n a multiple of BLOCK
+    digests: list[bytes]  # digest of its first k blocks, k = 1..n/BLOCK
+    nbytes: int
+
+
+def _block_digests(ids: list[int], blocks: int) -> list[bytes]:
+    """Chained digests of the first 1..``blocks`` whole blocks of ``ids``: the k-th names the
+    first k blocks, so equal digests mean equal beginnings."""
+    out, d = [], b""
+    for k in range(blocks):
+        d = hashlib.blake2b(d + array("q", ids[k * BLOCK:(k + 1) * BLOCK]).tobytes(), digest_size=16).digest()
+        out.append(d)
+    return out
+
+
+class _Beginnings:
+    """KV-cache rows of prompt beginnings, in whole blocks, shared by later requests that begin
+    alike (oldest evicted first, within ``budget`` bytes)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.held = 0
+        self._index: dict[bytes, _Beginning] = {}  # digest of the first k blocks -> an entry that has them
+        self._entries: OrderedDict[int, _Beginning] = OrderedDict()  # id -> entry, oldest first
+
+    def lookup(self, ids: list[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]]] | None:
+        """The longest stored beginning of ``ids`` that leaves at least one token of it: (its
+        length, per-layer keys and values [1, H, length, D], views of the stored rows)."""
+        found, n = None, 0
+        for k, d in enumerate(_block_digests(ids, (len(ids) - 1) // BLOCK), start=1):
+            entry = self._index.get(d)
+            if entry is None:
+                break
+            found, n = entry, k * BLOCK
+        if found is None:
+            return None
+        self._entries.move_to_end(id(found))
+        return n, [(k[:, :, :n], v[:, :, :n]) for k, v in found.kv]
+
+    def covers(self, ids: list[int], n: int) -> bool:
+        return n >= BLOCK and _block_digests(ids, n // BLOCK)[-1] in self._index
+
+    def store(self, ids: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Keep ``kv`` (per layer [1, H, n, D], n a multiple of BLOCK), the rows of ``ids[:n]``."""
+        n = kv[0][0].shape[2]
+        nbytes = sum(k.numel() * k.element_size() * 2 for k, _ in kv)
+        if n < BLOCK or nbytes > self.budget:
+            return
+        entry = _Beginning(kv, _block_digests(ids, n // BLOCK), nbytes)
+        for d in entry.digests:
+            self._index[d] = entry
+        self._entries[id(entry)] = entry
+        self.held += nbytes
+        while self.held > self.budget:
+            _, old = self._entries.popitem(last=False)
+            self.held -= old.nbytes
+            for d in old.digests:
+                if self._index.get(d) is old:
+                    del self._index[d]
+
+    def clear(self) -> None:
+        self._index.clear()
+        self._entries.clear()
+        self.held = 0
 
 
 @dataclass
@@ -160,6 +239,68 @@ class _Batch:
     next_pos: torch.Tensor  # [B], position of each row's next token
 
 
+_FOLDED = "practicum_folded"  # the attention implementation of a folded step (HFEngine._fold)
+
+
+class _FoldedStep:
+    """The cache and attention of one folded step: the packed sequence is the running rows'
+    next tokens (one each), then each new prompt's tokens. Given to the model as its cache,
+    :meth:`update` appends each part's keys and values to its own cache; the attention
+    function registered as ``practicum_folded`` (:func:`_folded_attention`) then attends each
+    part with its own keys."""
+
+    def __init__(self, cache: object, mask: torch.Tensor) -> None:
+        self.cache = cache  # the running rows' DynamicCache [B, H, L, D]
+        self.mask = mask  # [B, 1, 1, L + 1] bool: the running rows' own columns
+        self.parts: list[tuple[int, int, int, object]] = []  # (offset in the sequence, tokens, cached before, cache)
+        self.layers: dict[int, tuple] = {}
+        self.is_compileable = False
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        b = self.parts[0][0] if self.parts else key_states.shape[2]
+        k_run = key_states[0, :, :b].transpose(0, 1).unsqueeze(2)  # [B, Hkv, 1, D]
+        v_run = value_states[0, :, :b].transpose(0, 1).unsqueeze(2)
+        run = self.cache.update(k_run, v_run, layer_idx)  # type: ignore[attr-defined]
+        new = [cache.update(key_states[:, :, o:o + n], value_states[:, :, o:o + n], layer_idx)  # type: ignore[attr-defined]
+               for o, n, _, cache in self.parts]
+        self.layers[layer_idx] = (run, new)
+        return key_states, value_states
+
+    def attend(self, module: object, query: torch.Tensor, scaling: float | None) -> torch.Tensor:
+        """query [1, H, T, D] -> [1, T, H, D], as transformers' attention functions return it."""
+        (k_run, v_run), new = self.layers.pop(module.layer_idx)  # type: ignore[attr-defined]
+        q = query[0]  # [H, T, D]
+        b = k_run.shape[0]
+        out = []
+        if b:
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q[:, :b].transpose(0, 1).unsqueeze(2), k_run, v_run, attn_mask=self.mask, scale=scaling,
+                enable_gqa=True)  # [B, H, 1, D]
+            out.append(o.squeeze(2))
+        for (o_, n, p, _), (k, v) in zip(self.parts, new):
+            causal = torch.ones((n, p + n), dtype=torch.bool, device=query.device).tril(p)
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q[:, o_:o_ + n].unsqueeze(0), k, v, attn_mask=causal, scale=scaling, enable_gqa=True)  # [1, H, n, D]
+            out.append(o[0].transpose(0, 1))
+        return torch.cat(out, 0).unsqueeze(0)
+
+
+def _folded_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, folded=None, **kwargs):
+    return folded.attend(module, query, scaling), None
+
+
+def _register_folded_attention() -> bool:
+    """Register the folded step's attention with transformers; False where this version
+    cannot take it (the engine then prefills newcomers in a forward pass of their own)."""
+    try:
+        from transformers import AttentionInterface
+
+        AttentionInterface.register(_FOLDED, _folded_attention)
+        return True
+    except Exception:  # noqa: BLE001 - an older or newer transformers: fall back, do not fail
+        return False
+
+
 def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     if n == 0:
         return t
@@ -180,9 +321,11 @@ class HFEngine:
         max_batch: int = 64,
         prefix_cache_mb: float = 1024,
         quantize: str | None = None,
+        beginning_cache_mb: float = 256,
     ) -> None:
         """``quantize="int8"``: dynamic int8 weights for every linear layer (CPU; a serving tier:
-        the weights can no longer be updated)."""
+        the weights can no longer be updated). ``beginning_cache_mb``: memory for the shared
+        beginnings of prompts (0: off)."""
         from transformers import AutoTokenizer
 
         from practicum.models import load_causal_lm
@@ -191,12 +334,17 @@ class HFEngine:
         self.device = torch.device(device)
         self.dtype = dtype
         self.max_batch = max_batch  # most rows decoding at once; the rest wait
-        self.model = load_causal_lm(self.path, dtype, self.device)
-        self.model.eval()
-        self.model.requires_grad_(False)
         self.quantize: str | None = None
-        if quantize is not None:
-            self.quantize_weights(quantize)
+        self._compute = threading.Lock()  # one forward pass (or weight copy) at a time
+
+        def load() -> None:  # the decode thread is this engine's only long-lived torch thread
+            self.model = load_causal_lm(self.path, dtype, self.device)
+            self.model.eval()
+            self.model.requires_grad_(False)
+            if quantize is not None:
+                self.quantize_weights(quantize)
+
+        in_own_thread(load, name="hf-engine-load")
         tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.renderer = ChatRenderer(tokenizer, self.model.generation_config.eos_token_id)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -205,7 +353,6 @@ class HFEngine:
         self.steps = 0  # decode steps run by the continuous path (for tests and benchmarks)
         self.admissions = 0  # prefills that joined a batch
         self._lock = asyncio.Lock()  # generate_sync callers through the old async path
-        self._compute = threading.Lock()  # one forward pass (or weight copy) at a time
         self._cond = threading.Condition()  # guards the queue, the weight hand-off and the thread
         self._waiting: list[_Request] = []
         self._weights: tuple[Mapping[str, torch.Tensor], int] | None = None
@@ -220,6 +367,18 @@ class HFEngine:
         self.shared_prefix_tokens = 0  # prefill tokens saved that way (for tests and benchmarks)
         self.prefix_hits = 0  # requests that reused a kept prefix (for tests and benchmarks)
         self.prefix_tokens_reused = 0
+        self._beginnings = _Beginnings(int(beginning_cache_mb * 2**20))
+        # admit newcomers inside a decode step's forward pass (_fold): for models whose every
+        # layer is full attention through transformers' attention interface
+        self.fold_prefill = True
+        self.folded = 0  # admissions folded into a decode step (for tests and benchmarks)
+        config = self.model.config
+        self._foldable = (getattr(config, "_attn_implementation", None) in ("sdpa", "eager")
+                          and not getattr(config, "sliding_window", None)
+                          and set(getattr(config, "layer_types", None) or ["full_attention"]) == {"full_attention"}
+                          and _register_folded_attention())
+        self.beginning_hits = 0  # fresh prefills that started from a stored beginning
+        self.beginning_tokens_reused = 0
         self._staged: dict[asyncio.AbstractEventLoop, list[_Request]] = {}  # made in this pass of a loop
 
     # --- continuous batching: the callers' side ---------------------------------------------
@@ -356,6 +515,10 @@ class HFEngine:
                 newcomers, self._waiting = self._waiting[:room], self._waiting[room:]
             try:
                 with self._compute, torch.inference_mode():
+                    if newcomers and batch is not None and self.fold_prefill and self._foldable:
+                        batch = self._step(batch, newcomers)  # one forward: decode rows and newcomers' prompts
+                        newcomers = []
+                        continue
                     if newcomers:
                         joined = self._prefill(newcomers)
                         batch = joined if batch is None else self._merge(batch, joined)
@@ -404,35 +567,60 @@ class HFEngine:
 
         distinct, row_of, input_ids, attention, positions = _left_padded(
             [r.ids for r in requests], self.pad_id, self.device)
-        cache = DynamicCache()
-        shared = _shared_prefix(distinct) if self.share_prefix else 0
-        if shared >= MIN_SHARED_PREFIX:
-            # The prompts' common beginning (system prompt, tool schemas, worked examples) is
-            # prefilled once and its cache rows copied; then each prompt's own part follows,
-            # left-padded after it (masked columns in the middle, positions per row).
-            n = len(distinct)
-            self.model(input_ids=torch.tensor([distinct[0][:shared]], device=self.device),
-                       attention_mask=torch.ones((1, shared), dtype=torch.long, device=self.device),
-                       position_ids=torch.arange(shared, device=self.device).unsqueeze(0), cache=cache, use_cache=True,
-                       logits_to_keep=1)
-            cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
-            _, _, rest, rest_att, rest_pos = _left_padded([p[shared:] for p in distinct], self.pad_id, self.device,
+        n = len(distinct)
+        # what every prompt begins with (leaving each at least one token of its own)
+        common = _shared_prefix(distinct) if n > 1 else len(distinct[0]) - 1
+        stored = self._beginnings.lookup(distinct[0][:common + 1]) if self._beginnings.budget else None
+        p = stored[0] if stored is not None else 0  # tokens of that beginning already computed
+        head = common if n > 1 and self.share_prefix and common >= MIN_SHARED_PREFIX else p
+        if head > 0:
+            # The beginning (a stored one, then the rest of what the prompts have in common:
+            # system prompt, tool schemas, worked examples) is computed once on one row and its
+            # cache rows copied; then each prompt's own part follows, left-padded after it
+            # (masked columns in the middle, positions per row).
+            cache = DynamicCache(ddp_cache_data=stored[1]) if stored is not None else DynamicCache()
+            if head > p:
+                self.model(input_ids=torch.tensor([distinct[0][p:head]], device=self.device),
+                           attention_mask=torch.ones((1, head), dtype=torch.long, device=self.device),
+                           position_ids=torch.arange(p, head, device=self.device).unsqueeze(0), cache=cache,
+                           use_cache=True, logits_to_keep=1)
+            if n > 1:
+                cache.batch_select_indices(torch.zeros(n, dtype=torch.long, device=self.device))
+            _, _, rest, rest_att, rest_pos = _left_padded([q[head:] for q in distinct], self.pad_id, self.device,
                                                           dedupe=False)
-            attention = torch.cat([torch.ones((n, shared), dtype=torch.long, device=self.device), rest_att], 1)
-            positions = rest_pos + shared
+            attention = torch.cat([torch.ones((n, head), dtype=torch.long, device=self.device), rest_att], 1)
+            positions = rest_pos + head
             logits = self.model(input_ids=rest, attention_mask=attention, position_ids=positions,
                                 cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
-            self.shared_prefix_tokens += shared * (n - 1)
+            if head > p:
+                self.shared_prefix_tokens += (head - p) * (n - 1)
+            if p:
+                self.beginning_hits += 1
+                self.beginning_tokens_reused += p * n
         else:
+            cache = DynamicCache()
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                                 cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         for layer in cache.layers:
             if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
                 raise NotImplementedError(f"continuous batching needs plain DynamicLayer caches, not {type(layer).__name__}")
+        if self._beginnings.budget:
+            self._store_beginnings(distinct, cache, attention)
         expand = torch.tensor(row_of, device=self.device)
         if len(distinct) < len(requests):
             cache.batch_select_indices(expand)
         return _Batch(list(requests), cache, logits[expand], attention[expand], positions[expand][:, -1] + 1)
+
+    def _store_beginnings(self, prompts: list[list[int]], cache: object, attention: torch.Tensor) -> None:
+        """Keep each prompt's whole blocks (all but its last token) for later requests, unless
+        already kept."""
+        for row, ids in enumerate(prompts):
+            n = (len(ids) - 1) // BLOCK * BLOCK
+            if n < BLOCK or self._beginnings.covers(ids, n):
+                continue
+            cols = attention[row].nonzero().squeeze(-1)[:n]  # the row's own columns, in order
+            self._beginnings.store(ids, [(layer.keys[row:row + 1, :, cols, :], layer.values[row:row + 1, :, cols, :])
+                                         for layer in cache.layers])  # type: ignore[attr-defined]
 
     # --- the prefix cache --------------------------------------------------------------------
     def _prefill_from(self, r: _Request, kept: _Prefix) -> _Batch:
@@ -486,6 +674,7 @@ class HFEngine:
     def _drop_prefixes(self) -> None:
         self._prefixes.clear()
         self._prefix_held = 0
+        self._beginnings.clear()
 
     @staticmethod
     def _merge(a: _Batch, b: _Batch) -> _Batch:
@@ -500,9 +689,10 @@ class HFEngine:
         return _Batch(a.rows + b.rows, a.cache, torch.cat([a.logits, b.logits], 0), attention,
                       torch.cat([a.next_pos, b.next_pos], 0))
 
-    def _step(self, batch: _Batch) -> _Batch | None:
+    def _step(self, batch: _Batch, newcomers: list[_Request] = ()) -> _Batch | None:  # type: ignore[assignment]
         """Sample one token for every row, return the rows that ended, and run the forward
-        pass of the rest. Returns the batch left, or None."""
+        pass of the rest - with ``newcomers``' prompts in the same forward pass (see
+        :meth:`_fold`). Returns the batch left, or None."""
         rows = batch.rows
         temperature = torch.tensor([r.params.temperature for r in rows])
         top_p = torch.tensor([r.params.top_p for r in rows])
@@ -536,7 +726,7 @@ class HFEngine:
             elif not r.cancelled:
                 keep.append(i)
         if not keep:
-            return None
+            return self._prefill(list(newcomers)) if newcomers else None
         cache = batch.cache
         attention, next_pos, tok = batch.attention, batch.next_pos, tok
         if len(keep) < len(rows):
@@ -549,9 +739,84 @@ class HFEngine:
                     layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
                 attention = attention[:, first:]
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        kept_rows = [rows[i] for i in keep]
+        if newcomers:
+            return self._fold(_Batch(kept_rows, cache, batch.logits, attention, next_pos), tok, list(newcomers))
         logits = self.model(input_ids=tok.unsqueeze(-1), attention_mask=attention,
                             position_ids=next_pos.unsqueeze(-1), cache=cache, use_cache=True).logits[:, -1, :]
-        return _Batch([rows[i] for i in keep], cache, logits, attention, next_pos + 1)
+        return _Batch(kept_rows, cache, logits, attention, next_pos + 1)
+
+    def _fold(self, batch: _Batch, tok: torch.Tensor, newcomers: list[_Request]) -> _Batch:
+        """One forward pass for the running rows' next tokens (``tok``; ``batch.attention``
+        already has their new column) and the newcomers' prompts, packed into one sequence:
+        every linear layer runs once over all of those tokens, so admitting a request does not
+        cost a forward pass of its own (on a CPU most of a decode step's time is reading the
+        weights, whatever the number of tokens). Attention is done per part
+        (:class:`_FoldedStep`): the running rows against the batch cache, each distinct new
+        prompt causally against its own - after its kept conversation (the prefix cache) or a
+        stored beginning, whose tokens are not computed again. The newcomers' rows then join
+        the batch."""
+        from transformers import DynamicCache
+
+        now = time.perf_counter()
+        for r in newcomers:
+            r.started, r.version = now, self.policy_version
+            if r.seed is not None:
+                r.gen = torch.Generator(device=self.device)
+                r.gen.manual_seed(r.seed)
+        groups: dict[tuple[int, ...], list[_Request]] = {}  # identical prompts are computed once
+        for r in newcomers:
+            groups.setdefault(tuple(r.ids), []).append(r)
+        parts: list[tuple[list[_Request], object, int]] = []  # requests, their cache, tokens already in it
+        for key, reqs in groups.items():
+            ids = list(key)
+            kept = self._take_prefix(ids)
+            if kept is not None:
+                parts.append((reqs, DynamicCache(ddp_cache_data=kept.kv), len(kept.ids)))
+                self.prefix_hits += 1
+                self.prefix_tokens_reused += len(kept.ids)
+                continue
+            stored = self._beginnings.lookup(ids) if self._beginnings.budget else None
+            if stored is not None:
+                self.beginning_hits += 1
+                self.beginning_tokens_reused += stored[0] * len(reqs)
+            parts.append((reqs, DynamicCache(ddp_cache_data=stored[1]) if stored else DynamicCache(),
+                          stored[0] if stored else 0))
+        b = len(batch.rows)
+        ids = [tok]
+        pos = [batch.next_pos]
+        step = _FoldedStep(batch.cache, batch.attention.bool()[:, None, None, :])
+        last = list(range(b))  # the packed positions whose logits are needed
+        offset = b
+        for reqs, cache, p in parts:
+            rest = reqs[0].ids[p:]
+            ids.append(torch.tensor(rest, dtype=torch.long, device=self.device))
+            pos.append(torch.arange(p, len(reqs[0].ids), device=self.device))
+            step.parts.append((offset, len(rest), p, cache))
+            offset += len(rest)
+            last.append(offset - 1)
+        impl = self.model.config._attn_implementation
+        self.model.config._attn_implementation = _FOLDED
+        try:
+            logits = self.model(input_ids=torch.cat(ids).unsqueeze(0), position_ids=torch.cat(pos).unsqueeze(0),
+                                cache=step, use_cache=True, folded=step,
+                                logits_to_keep=torch.tensor(last, device=self.device)).logits[0]
+        finally:
+            self.model.config._attn_implementation = impl
+        out = _Batch(batch.rows, batch.cache, logits[:b], batch.attention, batch.next_pos + 1)
+        for j, (reqs, cache, _) in enumerate(parts):
+            n = len(reqs[0].ids)
+            if self._beginnings.budget:
+                self._store_beginnings([reqs[0].ids], cache, torch.ones((1, n), dtype=torch.long, device=self.device))
+            if len(reqs) > 1:
+                cache.batch_select_indices(torch.zeros(len(reqs), dtype=torch.long, device=self.device))
+            one = _Batch(list(reqs), cache, logits[b + j].expand(len(reqs), -1),
+                         torch.ones((len(reqs), n), dtype=torch.long, device=self.device),
+                         torch.full((len(reqs),), n, dtype=torch.long, device=self.device))
+            out = self._merge(out, one)
+        self.admissions += 1
+        self.folded += 1
+        return out
 
     def _finish(self, r: _Request, reason: str, now: float) -> None:
         r.deliver(Completion(ids=r.out_ids, logprobs=r.out_logp, text=self.renderer.decode(r.out_ids),
