@@ -594,7 +594,7 @@ def _arrivals(engine, requests):
             return await engine.submit(prompt, params)
 
         tasks = [asyncio.ensure_future(ask(*requests[0]))]
-        for i, arrival in enumerate(requests[1:], start=1):
+        for arrival in requests[1:]:
             async with _Hold(engine, engine.steps + 2):
                 for prompt, params in arrival if isinstance(arrival, list) else [arrival]:
                     tasks.append(asyncio.ensure_future(ask(prompt, params)))

@@ -74,8 +74,8 @@ def in_own_thread(fn: Callable[[], T], name: str = "practicum-oneoff") -> T:
     wait (100 spins, then sleep on a futex), so each of the hundreds of small parallel regions
     of a decode step pays a wake-up. A pool goes away with its thread: work done here leaves
     none behind. Measured (2-core machine, the embedded model, 16 concurrent requests to one
-    HFEngine, three alternating pairs): the model loaded on the main thread 49-71 tokens/s,
-    loaded through this function 68-76.
+    HFEngine, five alternating pairs): the model loaded on the main thread 49-71 tokens/s,
+    loaded through this function 68-91.
     """
     box: list = []
 

@@ -16,6 +16,18 @@ extended to match; positions stay per row. A request leaves the batch, and its c
 :class:`Completion`, as soon as it ends (its stop token, stop string or ``max_new_tokens``),
 and padding columns no remaining row needs are dropped.
 
+**Admission inside a decode step.** While a batch is running, newcomers are not prefilled in a
+forward pass of their own: their prompts ride in the next decode step's forward pass, packed
+after the running rows' tokens into one sequence, so every linear layer runs once over all of
+them (on a CPU most of a small model's step is reading its weights, whatever the number of
+tokens), and attention is computed per part through transformers' attention interface
+(:class:`_FoldedStep`). Measured on 2 cores, 16 concurrent requests: an admission folded in
+costs ~40 ms more than a plain step, against ~110 ms for a prefill of its own. Models with
+sliding-window or other non-full attention layers keep the separate prefill.
+
+**The decode thread is the engine's only long-lived torch thread**: the model is loaded in a
+thread that then ends (:func:`~practicum.hardware.in_own_thread` says why it matters).
+
 **Sampling.** Each request samples with its own settings (temperature, top-p, stop strings,
 length) and its own ``torch.Generator``, by inverse CDF over the distribution it samples from:
 its tokens depend only on its seed and its logits, not on what else is in the batch. Its seed
