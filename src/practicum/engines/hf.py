@@ -549,15 +549,19 @@ class HFEngine:
                 r.deliver(error)
             self._waiting = []
 
-    def _prefill(self, requests: list[_Request]) -> _Batch:
-        """Prefill newcomers: a request that continues a kept prefix prefills only its new
-        tokens; the others together, each distinct prompt once, cache rows copied for repeats."""
+    def _start(self, requests: list[_Request]) -> None:
+        """Admission: the start time, the policy version and each sampled request's generator."""
         now = time.perf_counter()
         for r in requests:
             r.started, r.version = now, self.policy_version
             if r.seed is not None:
                 r.gen = torch.Generator(device=self.device)
                 r.gen.manual_seed(r.seed)
+
+    def _prefill(self, requests: list[_Request]) -> _Batch:
+        """Prefill newcomers: a request that continues a kept prefix prefills only its new
+        tokens; the others together, each distinct prompt once, cache rows copied for repeats."""
+        self._start(requests)
         fresh: list[_Request] = []
         joined: _Batch | None = None
         for r in requests:
@@ -770,12 +774,7 @@ class HFEngine:
         the batch."""
         from transformers import DynamicCache
 
-        now = time.perf_counter()
-        for r in newcomers:
-            r.started, r.version = now, self.policy_version
-            if r.seed is not None:
-                r.gen = torch.Generator(device=self.device)
-                r.gen.manual_seed(r.seed)
+        self._start(newcomers)
         groups: dict[tuple[int, ...], list[_Request]] = {}  # identical prompts are computed once
         for r in newcomers:
             groups.setdefault(tuple(r.ids), []).append(r)
