@@ -38,3 +38,17 @@ def test_auto_follows_the_machine(monkeypatch):
 def test_defaults_are_auto():
     assert ModelSection().engine_dtype == "auto"
     assert TrainerConfig().autocast_dtype == "auto"
+
+
+def test_in_own_thread_returns_raises_and_leaves_no_thread_behind():
+    import threading
+
+    import pytest
+
+    before = threading.active_count()
+    names = []
+    assert hardware.in_own_thread(lambda: names.append(threading.current_thread().name) or 7, name="probe") == 7
+    assert names[0].startswith("probe") and names[0] != threading.current_thread().name
+    with pytest.raises(KeyError, match="missing"):
+        hardware.in_own_thread(lambda: {}["missing"])
+    assert threading.active_count() == before  # the thread (and any torch pool of it) is gone

@@ -12,8 +12,8 @@ And which thread computes: see :func:`in_own_thread`.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -77,18 +77,5 @@ def in_own_thread(fn: Callable[[], T], name: str = "practicum-oneoff") -> T:
     HFEngine, five alternating pairs): the model loaded on the main thread 49-71 tokens/s,
     loaded through this function 68-91.
     """
-    box: list = []
-
-    def run() -> None:
-        try:
-            box.append((True, fn()))
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            box.append((False, e))
-
-    thread = threading.Thread(target=run, name=name)
-    thread.start()
-    thread.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as one:  # its thread ends on leaving
+        return one.submit(fn).result()

@@ -84,7 +84,7 @@ import time
 import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -705,7 +705,7 @@ class HFEngine:
         return _Batch(a.rows + b.rows, a.cache, torch.cat([a.logits, b.logits], 0), attention,
                       torch.cat([a.next_pos, b.next_pos], 0))
 
-    def _step(self, batch: _Batch, newcomers: list[_Request] = ()) -> _Batch | None:  # type: ignore[assignment]
+    def _step(self, batch: _Batch, newcomers: Sequence[_Request] = ()) -> _Batch | None:
         """Sample one token for every row, return the rows that ended, and run the forward
         pass of the rest - with ``newcomers``' prompts in the same forward pass (see
         :meth:`_fold`). Returns the batch left, or None."""
