@@ -418,6 +418,45 @@ def test_weights_are_published_between_decode_steps(varied_model_path, tiny_mode
     assert after.ids[:11] == before.ids[:11] and after.ids != before.ids
 
 
+def test_other_torch_work_runs_on_the_decode_thread_between_steps(varied_model_path):
+    """run_job runs a call on the decode thread (starting it if need be) and returns its value or
+    raises its error; a job that arrives while a request decodes runs between two decode steps,
+    and the request then goes on to the same tokens as without it. A closed engine refuses jobs."""
+    import threading
+
+    engine = _engine(varied_model_path)
+    assert engine.run_job(lambda: threading.current_thread().name) == "hf-engine-decode"
+    with pytest.raises(ZeroDivisionError):
+        engine.run_job(lambda: 1 / 0)
+    prompt = _prompts(engine)[0]
+    greedy = SamplingParams(max_new_tokens=30, temperature=0.0)
+    (alone,) = _generate(engine, [prompt], greedy)
+    in_forward, ran = [False], []
+    engine.model.register_forward_pre_hook(lambda *a: in_forward.__setitem__(0, True))
+    engine.model.register_forward_hook(lambda *a: in_forward.__setitem__(0, False))
+
+    def job():
+        ran.append((engine.steps, in_forward[0], threading.current_thread().name))
+        return "done"
+
+    async def go():
+        start = engine.steps
+        task = asyncio.ensure_future(engine.submit(prompt, greedy))
+        async with _Hold(engine, start + 10):
+            doing = asyncio.ensure_future(asyncio.to_thread(engine.run_job, job))
+            while not engine._jobs:  # queued; the decode thread runs it after step 10
+                await asyncio.sleep(0.001)
+        return await task, await doing, start
+
+    joined, value, start = asyncio.run(go())
+    assert value == "done"
+    assert ran == [(start + 10, False, "hf-engine-decode")]  # after step 10's forward, before step 11
+    assert joined.ids == alone.ids
+    asyncio.run(engine.close())
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.run_job(lambda: None)
+
+
 def test_a_cancelled_request_leaves_the_batch(varied_model_path):
     """An episode cancelled mid-reply frees its row at the next step; the others go on."""
     engine = _engine(varied_model_path)

@@ -271,6 +271,28 @@ def test_resume_equals_an_uninterrupted_run(tiny_run_config, tiny_model_path, mo
     assert sorted(p.name for p in (second.run_dir / "checkpoints").iterdir()) == ["step_000002", "step_000004"]
 
 
+def test_on_cpu_the_trainer_works_on_the_engine_decode_thread(tiny_run_config, monkeypatch):
+    """On CPU the run loads its trainer, updates it and writes its checkpoints on the engine's
+    decode thread (HFEngine.run_job), the process's one long-lived torch thread, not on the
+    main thread or an executor thread of their own."""
+    import threading
+
+    where: list[tuple[str, str]] = []
+
+    def watch(name, method):
+        def watched(self, *args, **kwargs):
+            where.append((name, threading.current_thread().name))
+            return method(self, *args, **kwargs)
+        monkeypatch.setattr(Trainer, name, watched)
+
+    for name in ("__init__", "update", "save"):
+        watch(name, getattr(Trainer, name))
+    res = train(tiny_run_config("threads", "run.steps=2", "run.checkpoint_every=1"), log=lambda _m: None)
+    assert res.steps_done == 2
+    assert [n for n, _ in where] == ["__init__", "update", "save", "update", "save"]
+    assert {t for _, t in where} == {"hf-engine-decode"}
+
+
 def test_same_seed_same_lora_run(tiny_run_config):
     """run.seed fixes the whole run: two LoRA runs with the same config, one after the other in
     one process, write the same adapter (its random initialisation included)."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -39,6 +40,8 @@ from practicum.orchestrator import Limits, Orchestrator, Policy
 from practicum.records import Group
 from practicum.store import Store
 from practicum.trainer import Sample, Trainer
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -162,6 +165,12 @@ class Run:
                                   prefix_cache_mb=cfg.model.prefix_cache_mb)
             self._owned.append(engine)
         self.engine = BatchingEngine(engine)
+        # On CPU a local trainer's work runs on the engine's decode thread (HFEngine.run_job):
+        # torch's CPU kernels keep a libgomp pool per thread that ever ran parallel work, and a
+        # second pool (the trainer loading and updating on threads of its own) makes libgomp
+        # throttle both (hardware.in_own_thread). Measured: see benchmarks/RESULTS.md step_speed.
+        run_job = getattr(engine, "run_job", None)
+        self._torch_thread = run_job if torch.device(cfg.model.device).type == "cpu" else None
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         if trainer is None and ray_mode:
             from practicum.distributed.trainer import RemoteTrainer
@@ -169,8 +178,9 @@ class Run:
             trainer = RemoteTrainer(model_path, cfg.trainer, cfg.algorithm, cfg.distributed, device=cfg.model.device,
                                     seed=cfg.run.seed)
             self._closers.append(trainer.close)
-        self.trainer = trainer if trainer is not None else Trainer(model_path, cfg.trainer, cfg.algorithm,
-                                                                   device=cfg.model.device)
+        if trainer is None:
+            trainer = self._on_torch_thread(Trainer, model_path, cfg.trainer, cfg.algorithm, device=cfg.model.device)
+        self.trainer = trainer
         self._owns_store = store is None
         self.store = store if store is not None else Store(store_path)
         self.metrics = MetricsWriter(self.run_dir)
@@ -195,9 +205,18 @@ class Run:
             self.store.set_meta("config", cfg.model_dump(mode="json"))
             self.store.set_meta("model_path", str(model_path))
 
+    def _on_torch_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn`` where this process's torch work runs: on the engine's decode thread for an
+        in-process trainer on CPU, else here. A trainer given from outside that is not a
+        :class:`Trainer` (a Ray actor's handle, a test's stand-in) is called here."""
+        local = isinstance(getattr(self, "trainer", None), Trainer) or fn is Trainer
+        if self._torch_thread is None or not local:
+            return fn(*args, **kwargs)
+        return self._torch_thread(functools.partial(fn, *args, **kwargs))
+
     # --- checkpoints ------------------------------------------------------------------------
     def save_checkpoint(self, step: int) -> Path:
-        return self.checkpoints.save(self.trainer, step, {
+        return self._on_torch_thread(self.checkpoints.save, self.trainer, step, {
             "next_step": step + 1, "train_seconds": self.train_seconds, "model_path": str(self.model_path),
             "mode": self.cfg.trainer.mode, "sampler": {"kind": "stateless", "seed": self.cfg.run.seed},
             "curriculum": self.driver.state()})
@@ -214,7 +233,7 @@ class Run:
             self.spend.load(spent[-1])
         latest = self.checkpoints.latest()
         if latest is not None:
-            state = self.trainer.load(latest)
+            state = self._on_torch_thread(self.trainer.load, latest)
             if "curriculum" in state:
                 self.driver.load(state["curriculum"])
             self.start_step = int(state["next_step"]) - 1
@@ -238,7 +257,7 @@ class Run:
         are stale (dropped at ``max_staleness`` 0, corrected like any stale group otherwise)."""
         path = self.checkpoints.dir / f"step_{to_step:06d}"
         version = self.trainer.version
-        self.trainer.load(path)
+        self._on_torch_thread(self.trainer.load, path)
         self.trainer.version = version + 1
         await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
         self.orch.version = self.driver.version = self.trainer.version
@@ -308,7 +327,7 @@ class Run:
         samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
-        stats = await asyncio.to_thread(self.trainer.update, samples, cfg.rollout.temperature or 1.0)
+        stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0)
         if not stats["skipped"]:
             await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
         lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]

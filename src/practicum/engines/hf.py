@@ -26,7 +26,9 @@ costs ~40 ms more than a plain step, against ~110 ms for a prefill of its own. M
 sliding-window or other non-full attention layers keep the separate prefill.
 
 **The decode thread is the engine's only long-lived torch thread**: the model is loaded in a
-thread that then ends (:func:`~practicum.hardware.in_own_thread` says why it matters).
+thread that then ends (:func:`~practicum.hardware.in_own_thread` says why it matters), and the
+rest of the process's torch work can run on it between two decode steps (:meth:`HFEngine.run_job`:
+a training run's trainer on CPU).
 
 **Sampling.** Each request samples with its own settings (temperature, top-p, stop strings,
 length) and its own ``torch.Generator``, by inverse CDF over the distribution it samples from:
@@ -87,12 +89,15 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 from practicum.engines.base import Completion, SamplingParams
 from practicum.engines.render import ChatRenderer
 from practicum.hardware import in_own_thread
+
+T = TypeVar("T")
 
 
 def _sampling_logprobs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -321,6 +326,16 @@ def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     return torch.cat([t.new_zeros(shape), t], dim=dim)
 
 
+@dataclass
+class _Job:
+    """A call for the decode thread (:meth:`HFEngine.run_job`)."""
+
+    fn: Callable[[], object]
+    done: bool = False
+    result: object = None
+    error: BaseException | None = None
+
+
 class HFEngine:
     """The :class:`~practicum.engines.base.Engine` (a continuous one) of a transformers checkpoint
     folder, in this process."""
@@ -370,6 +385,7 @@ class HFEngine:
         self._weights: tuple[Mapping[str, torch.Tensor], int] | None = None
         self._weights_error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._jobs: list[_Job] = []  # other torch work to run on the decode thread (run_job)
         self._closing = False
         self._counts: OrderedDict[tuple[int, bytes], int] = OrderedDict()  # submit's n per (seed, prompt)
         self.prefix_cache_bytes = int(prefix_cache_mb * 2**20)  # 0: no prefix cache
@@ -509,22 +525,60 @@ class HFEngine:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
+    def run_job(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the decode thread between two decode steps and return its result (or
+        raise its error); decoding waits meanwhile. For the rest of a process's torch work on
+        CPU - a trainer's update, loading its model - so that the decode thread stays the
+        process's only thread with a libgomp pool (:func:`~practicum.hardware.in_own_thread`
+        says what a second one costs). Called from the decode thread itself, it just calls."""
+        if threading.current_thread() is self._thread:
+            return fn()
+        job = _Job(fn)
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the engine is closed")
+            self._jobs.append(job)
+            self._ensure_thread()
+            self._cond.notify_all()
+            while not job.done:
+                self._cond.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result  # type: ignore[return-value]
+
     # --- continuous batching: the decode thread ----------------------------------------------
     def _serve(self) -> None:
         batch: _Batch | None = None
         while True:
+            jobs: list[_Job] = []
             with self._cond:
                 while True:
                     self._apply_pending_weights()
                     if self._closing:
                         self._fail_all(batch, RuntimeError("the engine was closed"))
+                        for job in self._jobs:
+                            job.error, job.done = RuntimeError("the engine was closed"), True
+                        self._jobs = []
+                        self._cond.notify_all()
                         return
                     self._waiting = [r for r in self._waiting if not r.cancelled]
-                    if self._waiting or batch is not None:
+                    if self._jobs or self._waiting or batch is not None:
                         break
                     self._cond.wait()
-                room = self.max_batch - (len(batch.rows) if batch is not None else 0)
-                newcomers, self._waiting = self._waiting[:room], self._waiting[room:]
+                jobs, self._jobs = self._jobs, []
+                if not jobs:
+                    room = self.max_batch - (len(batch.rows) if batch is not None else 0)
+                    newcomers, self._waiting = self._waiting[:room], self._waiting[room:]
+            if jobs:  # outside the condition: callers keep submitting while a job runs
+                for job in jobs:
+                    try:
+                        job.result = job.fn()
+                    except BaseException as e:  # noqa: BLE001 - handed back to run_job's caller
+                        job.error = e
+                    with self._cond:
+                        job.done = True
+                        self._cond.notify_all()
+                continue
             try:
                 with self._compute, torch.inference_mode():
                     if newcomers and batch is not None and self.fold_prefill and self._foldable:
