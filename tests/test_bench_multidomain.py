@@ -167,7 +167,7 @@ def test_a_single_side_keeps_its_own_domains_scaffold_and_nothing_else():
 def test_the_benchmark_config_validates_for_every_side(tmp_path):
     args = md.parse_args(["--out", str(tmp_path / "m.json")])
     names = [d["name"] for d in md.read_raw(args.config, [])["domains"]]
-    assert names == ["arithmetic", "products", "gcd", "legs"]
+    assert names == ["arithmetic", "products", "gcd", "lcm"]
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
