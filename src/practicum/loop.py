@@ -169,8 +169,10 @@ class Run:
         # torch's CPU kernels keep a libgomp pool per thread that ever ran parallel work, and a
         # second pool (the trainer loading and updating on threads of its own) makes libgomp
         # throttle both (hardware.in_own_thread). Measured: see benchmarks/RESULTS.md step_speed.
+        # Only an in-process Trainer: a Ray actor's handle or a test's stand-in is called in place.
+        local = isinstance(trainer, Trainer) if trainer is not None else not ray_mode
         run_job = getattr(engine, "run_job", None)
-        self._torch_thread = run_job if torch.device(cfg.model.device).type == "cpu" else None
+        self._torch_thread = run_job if local and torch.device(cfg.model.device).type == "cpu" else None
         torch.manual_seed(cfg.run.seed)  # LoRA's initialisation draws from torch's global RNG
         if trainer is None and ray_mode:
             from practicum.distributed.trainer import RemoteTrainer
@@ -207,10 +209,8 @@ class Run:
 
     def _on_torch_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call ``fn`` where this process's torch work runs: on the engine's decode thread for an
-        in-process trainer on CPU, else here. A trainer given from outside that is not a
-        :class:`Trainer` (a Ray actor's handle, a test's stand-in) is called here."""
-        local = isinstance(getattr(self, "trainer", None), Trainer) or fn is Trainer
-        if self._torch_thread is None or not local:
+        in-process trainer on CPU, else here."""
+        if self._torch_thread is None:
             return fn(*args, **kwargs)
         return self._torch_thread(functools.partial(fn, *args, **kwargs))
 
