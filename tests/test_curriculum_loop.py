@@ -241,16 +241,21 @@ def test_guided_groups_unaided_episodes_measure_success_without_help():
 # --- filter, replay, scaffold on the real loop --------------------------------------------------
 def test_filter_drops_groups_without_signal_and_refills(tiny_run_config, tiny_model_path):
     """Under the band-pass filter no uniform group is trained; dropped ones carry the reason;
-    each step still trains prompts_per_step groups while the draw budget lasts; the audit holds."""
+    each step still trains prompts_per_step groups while the draw budget lasts; the audit holds.
+    At max_staleness 0 a dropped group is replaced by one the step asks for, so no other group is
+    generated: every group drawn is trained or filtered, none left to go stale."""
     cfg = two_domains(tiny_run_config, "filter", {"filter": {"enabled": True, "max_draw_factor": 4}},
                       "run.steps=6", "rollout.group_size=4")
+    assert cfg.async_.max_staleness == 0
     run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
     res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
     with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
         trained = store.groups(state=GroupState.trained)
         assert trained and all(max(g.rewards) > min(g.rewards) for g in trained)
-        filtered = [g for g in store.groups(state=GroupState.dropped) if g.reason.startswith("filtered")]
+        dropped = store.groups(state=GroupState.dropped)
+        filtered = [g for g in dropped if g.reason.startswith("filtered")]
         assert filtered and all(max(g.rewards) - min(g.rewards) < 1e-9 for g in filtered)
+        assert filtered == dropped, sorted({g.reason.split(":")[0] for g in dropped})  # none stale, none left over
         assert audit(store).ok
     assert sum(m["filtered_groups"] for m in res.history) == len(filtered)
     for m in res.history:  # 3 per step unless the budget (4 x 3 draws) ran out

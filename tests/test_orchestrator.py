@@ -148,6 +148,7 @@ def test_over_age_groups_are_dropped_with_the_reason(tmp_path):
 
         async def older(n):
             if orch.version == 0:  # two updates happened elsewhere: every queued group is now too old
+                orch.ask(orch.bound - orch.ahead)  # asked for a step, the rest drawn ahead: the bound is full
                 while orch.ready.qsize() < orch.bound:
                     await asyncio.sleep(0.01)
                 orch.version = 2
@@ -188,6 +189,7 @@ def test_groups_with_too_few_usable_episodes_fail(tmp_path):
 
     async def go():
         await orch.start(0)
+        orch.ask(P)  # a failed group answers nothing: the orchestrator draws another in its place
         for _ in range(200):
             await asyncio.sleep(0.01)
             if orch.counts["failed_groups"] >= 2 * P:
@@ -235,8 +237,9 @@ def test_paused_draws_nothing_and_drain_waits_for_running_rollouts(tmp_path):
     async def go():
         await orch.start(0)
         first = await orch.next_batch(P)
-        orch.trained(first, 1, 1)  # frees room: the feeder would draw P more at once
+        orch.trained(first, 1, 1)
         async with orch.paused():
+            orch.ask(P)  # the next step asks: room and demand, the feeder would draw P more at once
             await orch.drain()
             assert not orch._tasks  # no rollout runs while paused and drained
             drawn = orch.next_draw
@@ -249,3 +252,44 @@ def test_paused_draws_nothing_and_drain_waits_for_running_rollouts(tmp_path):
 
     asyncio.run(go())
     assert audit(store).ok
+
+
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_a_consumer_that_drops_and_asks_again_leaves_nothing_to_go_stale(tmp_path, staleness):
+    """A filter's pattern: take groups one by one, drop every other one and ask for one in its
+    place. Groups are drawn for what was asked plus S steps ahead, never for a dropped group's
+    free slot, so at max_staleness 0 nothing else is in flight during the update and no group
+    is ever dropped as stale; at 1 at most one step's worth is generated ahead."""
+    store = Store(tmp_path / "f.sqlite")
+    engine = BatchingEngine(ScriptedEngine(lambda p, c: "seven"))
+    orch = Orchestrator([ToyDomain("toy")], [1.0], engine, store, Limits(N, P, SamplingParams(max_new_tokens=8)),
+                        Policy(staleness, {}, {}, 2), seed=0, log=lambda _m: None)
+    during_update = []
+
+    async def go():
+        await orch.start(0)
+        for step in range(1, 6):
+            orch.ask(P)
+            kept: list = []
+            while len(kept) < P:
+                g = await orch.get()
+                if g.draw % 2:
+                    orch.drop(g, "filtered: on purpose")
+                    orch.ask(1)
+                else:
+                    kept.append(g)
+            await asyncio.sleep(0.02)  # the update: rollouts of groups in flight would run meanwhile
+            during_update.append(len(orch.in_flight) - len(kept))
+            engine.load_weights({}, step)
+            orch.trained(kept, step, step)
+        await orch.finish()
+        await engine.close()
+
+    asyncio.run(go())
+    rep = audit(store)
+    assert rep.ok, rep.lines()
+    assert rep.groups["trained"] == 5 * P
+    assert not any(r == "stale" for _s, r in rep.reasons)
+    assert max(during_update) == staleness * P  # nothing beyond what S steps ahead allow
+    if staleness == 0:
+        assert rep.groups == {"trained": 5 * P, "dropped": rep.reasons[("dropped", "filtered")]}

@@ -7,8 +7,11 @@ Contract with the training loop::
     await orch.start(version)                  # (or orch.recover(...) first, on resume)
     groups = await orch.next_batch(n)          # n ready groups, none older than the bound
     ... update ...; await engine.publish(weights, version)
-    orch.trained(groups, step, version)        # recorded; admits the next groups
+    orch.trained(groups, step, version)        # recorded; frees room for the next groups
     await orch.close()
+
+``next_batch(n)`` is ``ask(n)`` then ``get()`` n times: a consumer that decides as groups arrive
+(the curriculum's filter, which drops a group and asks for another) uses the two directly.
 
 **Draws.** The k-th drawn task is a pure function of (seed, k): the domain is drawn by weight
 with a generator seeded by (seed, k), the task is that domain's ``train_task(k)``. Each draw is
@@ -20,8 +23,11 @@ and P groups per step: (1) admission control: at most (S + 1) x P groups are in 
 and not yet trained, dropped or failed), so no group can be dispatched more than S versions
 before it is trained; (2) maximum age: a ready group whose oldest turn was generated more than
 S versions ago when the trainer takes it - queue time included - is dropped with reason
-``stale``. S = 0 is the synchronous loop: one step's groups are generated with the current
-weights, trained on, and only then are the next ones drawn.
+``stale``. (3) drawn on demand: groups are drawn for what the trainer has asked for and not yet
+received, plus S x P ahead, never more. S = 0 is the synchronous loop: a step's groups are drawn
+when the trainer asks for them, generated with the current weights, trained on, and nothing is
+generated during the update - so nothing is generated that the update would make stale (a group
+the filter drops is replaced by the one the trainer asks for next, not by a free slot).
 
 **Failures.** An episode that fails with an error kind listed in ``retries`` is run again from
 scratch (a new attempt, recorded) up to that many times; when retries run out it stays
@@ -129,6 +135,8 @@ class Orchestrator:
         self.version = 0
         self.next_draw = 0
         self.in_flight: dict[str, Group] = {}  # admitted, not yet trained, dropped or failed
+        self.pipeline: set[str] = set()  # in flight and not yet handed to the trainer (generating or ready)
+        self.demand = 0  # groups the trainer has asked for (ask) and not yet received (get)
         self.ready: asyncio.Queue[Group] = asyncio.Queue()
         self._space = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -143,6 +151,16 @@ class Orchestrator:
     def bound(self) -> int:
         """Most groups in flight: one step's worth per version of allowed staleness."""
         return (self.policy.max_staleness + 1) * self.limits.prompts_per_step
+
+    @property
+    def ahead(self) -> int:
+        """Groups drawn beyond what the trainer has asked for: S steps' worth."""
+        return self.policy.max_staleness * self.limits.prompts_per_step
+
+    def _wants_more(self) -> bool:
+        return (not self._paused and len(self.in_flight) < self.bound
+                and len(self.pipeline) < self.demand + self.ahead
+                and (self.remaining is None or len(self.in_flight) < self.remaining))
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def start(self, version: int) -> None:
@@ -198,8 +216,7 @@ class Orchestrator:
 
     async def _feed(self) -> None:
         while True:
-            while (not self._paused and len(self.in_flight) < self.bound
-                   and (self.remaining is None or len(self.in_flight) < self.remaining)):
+            while self._wants_more():
                 group = self.draw()
                 self._admit(group)
             self._space.clear()
@@ -207,12 +224,14 @@ class Orchestrator:
 
     def _admit(self, group: Group) -> None:
         self.in_flight[group.id] = group
+        self.pipeline.add(group.id)
         task = asyncio.ensure_future(self._run_group(group))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _settled(self, group: Group) -> None:
         self.in_flight.pop(group.id, None)
+        self.pipeline.discard(group.id)
         self._space.set()
 
     # --- one group -------------------------------------------------------------------------------
@@ -272,16 +291,30 @@ class Orchestrator:
     async def next_batch(self, n: int) -> list[Group]:
         """The next ``n`` ready groups that are within the staleness bound (older ones are
         dropped with that reason, and more are drawn in their place)."""
-        out: list[Group] = []
-        while len(out) < n:
+        self.ask(n)
+        out = [await self.get() for _ in range(n)]
+        return sorted(out, key=lambda g: g.draw)  # the order episodes finished in does not change an update
+
+    def ask(self, n: int) -> None:
+        """The trainer will take ``n`` more groups (:meth:`get`): draw for them."""
+        self.demand += n
+        self._space.set()
+
+    async def get(self) -> Group:
+        """The next ready group within the staleness bound, in the order groups finish (an older
+        one is dropped with that reason, and another is drawn in its place). Each call answers
+        one group asked for with :meth:`ask`."""
+        while True:
             group = await self.ready.get()
             age = self.version - min((t.policy_version for e in group.episodes for t in e.turns),
                                      default=group.policy_version)
             if age > self.policy.max_staleness:
                 self.drop(group, f"stale: generated {age} versions ago (max_staleness {self.policy.max_staleness})")
                 continue
-            out.append(group)
-        return sorted(out, key=lambda g: g.draw)  # the order episodes finished in does not change an update
+            self.pipeline.discard(group.id)
+            self.demand = max(self.demand - 1, 0)
+            self._space.set()
+            return group
 
     def drop(self, group: Group, reason: str) -> None:
         group.state, group.reason = GroupState.dropped, reason
@@ -333,6 +366,7 @@ class Orchestrator:
             newer = any(t.policy_version > version for e in group.episodes for t in e.turns)
             if st == GroupState.ready and not newer:
                 self.in_flight[group.id] = group
+                self.pipeline.add(group.id)
                 self.ready.put_nowait(group)
                 done["kept_ready"] += 1
                 continue

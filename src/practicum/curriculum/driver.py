@@ -132,28 +132,35 @@ class Driver:
     # --- a step's groups ----------------------------------------------------------------------------
     async def take(self, orch: Any, n: int) -> list[Group]:
         """``n`` groups from the orchestrator, every one observed; under the filter only those in
-        the band, refilled within the draw budget (fewer when it runs out)."""
+        the band. Groups are judged as they finish: a dropped one is replaced at once by asking
+        the orchestrator for one more (while those asked for before still run), within the draw
+        budget - fewer when it runs out. Nothing more is asked for than the step can take, so
+        under ``max_staleness: 0`` no group is left in flight for the update to make stale."""
         fcfg = self.cfg.filter
         kept: list[Group] = []
-        taken = 0
-        while len(kept) < n:
-            want = refill(n, len(kept), taken, fcfg) if fcfg.enabled else None
-            if want is not None and want.stop:
-                break
-            batch = await orch.next_batch(want.draw if want is not None else n - len(kept))
-            taken += len(batch)
-            self.taken.extend(batch)
-            for g in batch:
-                self.observe(g)
-                if not fcfg.enabled:
-                    kept.append(g)
-                    continue
-                d = band_pass(trainable_rewards(g), fcfg)
-                if d.keep:
-                    kept.append(g)
-                else:
-                    orch.drop(g, f"{FILTERED}: {d.reason} (mean reward {d.mean:.2f})")
-                    self.step_counts["filtered"] += 1
+        asked = taken = 0
+        want = refill(n, 0, 0, fcfg) if fcfg.enabled else None
+        first = want.draw if want is not None else n
+        orch.ask(first)
+        asked += first
+        while taken < asked:
+            g = await orch.get()
+            taken += 1
+            self.taken.append(g)
+            self.observe(g)
+            if not fcfg.enabled:
+                kept.append(g)
+                continue
+            d = band_pass(trainable_rewards(g), fcfg)
+            if d.keep:
+                kept.append(g)
+                continue
+            orch.drop(g, f"{FILTERED}: {d.reason} (mean reward {d.mean:.2f})")
+            self.step_counts["filtered"] += 1
+            more = refill(n, len(kept) + (asked - taken), asked, fcfg)  # those still running may pass
+            if not more.stop:
+                orch.ask(more.draw)
+                asked += more.draw
         return sorted(kept, key=lambda g: g.draw)
 
     def observe(self, group: Group) -> None:
