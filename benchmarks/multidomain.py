@@ -38,6 +38,7 @@ import copy
 import math
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
             + " ".join(f"{d} {m.get('reward', 0):.3f}" for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")
 
     events: list[dict[str, Any]] = []
+    fates: dict[str, int] = {}
     try:
         async with run.orch.paused():
             await run.start()
@@ -348,6 +350,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         # the curriculum's decisions as the store records them (drift reactions, scaffold, levels)
         events = [{"step": e[6], "domain": e[2], "kind": e[4], "line": e[5]}
                   for e in run.store.events() if e[1] == "curriculum"]
+        fates = group_fates(run.store)
     finally:
         await run.aclose()
     return {
@@ -359,7 +362,17 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         "drift": {"evals": drift_evals, "lines": lines, "notes": notes, "events": events},
         "replayed_groups": sum(r.get("replayed_groups", 0) for r in steps),
         "filtered_groups": sum(r.get("filtered_groups", 0) for r in steps),
+        "group_fates": fates,
     }
+
+
+def group_fates(store: Any) -> dict[str, int]:
+    """What became of every group the side drew, from its store: trained, or the head of the
+    reason it was left out (``filtered``, ``stale``, the run's end), or still in flight."""
+    out: Counter = Counter()
+    for g in store.groups(kind="train"):
+        out[g.state.value if g.state.value != "dropped" else g.reason.split(":")[0]] += 1
+    return dict(out)
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -480,6 +493,11 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             lines.append("- mixed vs ablation (the curriculum's own effect): " + ", ".join(
                 f"{d} {diff_text(c)}" for d, c in t["mixed_vs_ablation_per_domain"].items()) + ".")
         lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
+    fates = {s: r["group_fates"] for s, r in result["sides"].items() if r.get("group_fates")}
+    if fates:
+        lines += ["", "Groups drawn per side, by fate (from each side's store): " + "; ".join(
+            f"{s} " + ", ".join(f"{n} {k}" for k, n in sorted(f.items(), key=lambda kv: -kv[1]))
+            for s, f in fates.items()) + "."]
     mixed = result["sides"].get("mixed", {})
     drift = mixed.get("drift") or {}
     if drift:

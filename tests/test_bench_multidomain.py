@@ -171,3 +171,19 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
+
+
+def test_group_fates_count_every_drawn_group_by_what_became_of_it(tmp_path):
+    from practicum.records import Group, GroupState, Task
+    from practicum.store import Store
+
+    store = Store(tmp_path / "s.sqlite")
+    fates = [(GroupState.trained, ""), (GroupState.trained, ""), (GroupState.dropped, "filtered: uniform (mean 0)"),
+             (GroupState.dropped, "stale: generated 1 versions ago (max_staleness 0)"), (GroupState.ready, "")]
+    for k, (state, reason) in enumerate(fates):
+        g = Group(id=f"g{k:08d}", task=Task(id=f"t{k}", domain="d", prompt=[{"role": "user", "content": "p"}]), draw=k, state=state, reason=reason)
+        store.record_group(g, 0)
+    assert md.group_fates(store) == {"trained": 2, "filtered": 1, "stale": 1, "ready": 1}
+    result = {"sides": {"mixed": {"group_fates": md.group_fates(store)}}, "analysis": {"table": {}},
+              "settings": {"minutes": 1, "eval_tokens": 8, "drift_eval_size": 5}, "machine": _machine(), "command": "x"}
+    assert "mixed 2 trained, 1 filtered, 1 stale, 1 ready" in md.report(result, ["d"])
