@@ -268,6 +268,8 @@ def test_a_consumer_that_drops_and_asks_again_leaves_nothing_to_go_stale(tmp_pat
 
     async def go():
         await orch.start(0)
+        with pytest.raises(ValueError, match="cannot be negative"):
+            orch.ask(-1)
         for step in range(1, 6):
             orch.ask(P)
             kept: list = []

@@ -297,6 +297,8 @@ class Orchestrator:
 
     def ask(self, n: int) -> None:
         """The trainer will take ``n`` more groups (:meth:`get`): draw for them."""
+        if n < 0:
+            raise ValueError(f"ask({n}): the number of groups asked for cannot be negative")
         self.demand += n
         self._space.set()
 
