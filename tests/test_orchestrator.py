@@ -17,7 +17,7 @@ from practicum.engines.batching import BatchingEngine
 from practicum.engines.scripted import ScriptedEngine
 from practicum.envs.base import Observation
 from practicum.envs.toy import ToyDomain
-from practicum.errors import EnvironmentFailure, ModelOutputFailure, VerifierFailure
+from practicum.errors import EnvironmentFailure, ModelOutputFailure, TaskError, VerifierFailure
 from practicum.orchestrator import Limits, Orchestrator, Policy
 from practicum.records import EpisodeState, GroupState
 from practicum.store import Store
@@ -295,3 +295,46 @@ def test_a_consumer_that_drops_and_asks_again_leaves_nothing_to_go_stale(tmp_pat
     assert max(during_update) == staleness * P  # nothing beyond what S steps ahead allow
     if staleness == 0:
         assert rep.groups == {"trained": 5 * P, "dropped": rep.reasons[("dropped", "filtered")]}
+
+
+class FailingPlanner:
+    """Plans the toy domain's tasks until draw ``at``, then cannot (a source that has run out)."""
+
+    def __init__(self, domain, at: int) -> None:
+        self.domain, self.at = domain, at
+
+    def plan(self, k: int):
+        if k == self.at:
+            raise TaskError("toy: every candidate training task is in the held-out set")
+        return self.domain.source.train_task(k)
+
+    def settled(self, group, trained: bool) -> None:
+        pass
+
+
+def test_a_task_that_cannot_be_drawn_ends_the_run_with_the_error_instead_of_a_hang(tmp_path):
+    """Before: the feeder died with the planner's exception and the trainer waited forever for
+    its next group. Now every get() after the failed draw raises it, naming the draw; the groups
+    drawn before it stay on record and settle as usual."""
+    store = Store(tmp_path / "t.sqlite")
+    domain = ToyDomain("toy")
+    engine = BatchingEngine(ScriptedEngine(lambda p, c: "seven"))
+    logged: list[str] = []
+    orch = Orchestrator([domain], [1.0], engine, store, Limits(N, P, SamplingParams(max_new_tokens=8)),
+                        Policy(0, {}, {}, 2), seed=0, log=logged.append, planner=FailingPlanner(domain, at=P + 1))
+
+    async def go():
+        await orch.start(0)
+        first = await orch.next_batch(P)  # draws 0..P-1
+        orch.trained(first, 1, 1)
+        for _ in range(2):  # the next step gets draw P, then the failure; so does a later call
+            with pytest.raises(TaskError, match=rf"cannot draw task {P + 1} of the run: TaskError: toy: every"):
+                await asyncio.wait_for(orch.next_batch(P), timeout=10)
+        return await orch.finish()
+
+    dropped = asyncio.run(go())
+    assert dropped == 1  # draw P was generated and never trained: dropped with the run's end
+    assert any("cannot draw task" in m for m in logged)
+    rep = audit(store)
+    assert rep.ok, rep.lines()
+    assert rep.groups == {"trained": P, "dropped": 1}

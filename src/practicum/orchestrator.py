@@ -33,7 +33,10 @@ the filter drops is replaced by the one the trainer asks for next, not by a free
 scratch (a new attempt, recorded) up to that many times; when retries run out it stays
 ``failed`` (kept out of the loss, recorded with its kind and attempts). A model output failure
 is the model's doing and is data (score 0, trained on), never retried. A group left with fewer
-than ``min_episodes`` usable episodes is ``failed``.
+than ``min_episodes`` usable episodes is ``failed``. A task the planner cannot give (a source
+whose every candidate is held out, a curriculum level its generator rejects) ends the run: the
+next :meth:`get` raises that error, naming the draw, instead of waiting for a group that will
+never come.
 
 **Resume.** :meth:`recover` settles what a crash left: groups trained by steps the checkpoint
 does not hold go back to ``ready`` (their update was lost; their samples are kept); groups
@@ -56,6 +59,7 @@ from typing import Protocol
 from practicum.curriculum.scaffold import slot_task
 from practicum.engines.base import SamplingParams
 from practicum.envs.base import Domain
+from practicum.errors import TaskError
 from practicum.records import TERMINAL_GROUP, Episode, EpisodeState, Group, GroupState, Task
 from practicum.rollout import run_episode
 from practicum.store import Store
@@ -137,7 +141,8 @@ class Orchestrator:
         self.in_flight: dict[str, Group] = {}  # admitted, not yet trained, dropped or failed
         self.pipeline: set[str] = set()  # in flight and not yet handed to the trainer (generating or ready)
         self.demand = 0  # groups the trainer has asked for (ask) and not yet received (get)
-        self.ready: asyncio.Queue[Group] = asyncio.Queue()
+        self.ready: asyncio.Queue[Group | None] = asyncio.Queue()  # None: drawing failed (see failure)
+        self.failure: TaskError | None = None  # why no more groups can be drawn
         self._space = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._feeder: asyncio.Task | None = None
@@ -217,7 +222,15 @@ class Orchestrator:
     async def _feed(self) -> None:
         while True:
             while self._wants_more():
-                group = self.draw()
+                try:
+                    group = self.draw()
+                except Exception as e:  # noqa: BLE001 - any planner error ends the run through get()
+                    self.failure = TaskError(f"cannot draw task {self.next_draw - 1} of the run: "
+                                             f"{type(e).__name__}: {e}")
+                    self.failure.__cause__ = e
+                    self.log(f"[orchestrator] {self.failure}")
+                    self.ready.put_nowait(None)
+                    return
                 self._admit(group)
             self._space.clear()
             await self._space.wait()
@@ -308,6 +321,10 @@ class Orchestrator:
         one group asked for with :meth:`ask`."""
         while True:
             group = await self.ready.get()
+            if group is None:
+                self.ready.put_nowait(None)  # every later get() fails the same way
+                assert self.failure is not None
+                raise self.failure
             age = self.version - min((t.policy_version for e in group.episodes for t in e.turns),
                                      default=group.policy_version)
             if age > self.policy.max_staleness:
