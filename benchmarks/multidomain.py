@@ -7,7 +7,8 @@ wall-clock budget in each side, one side after the other, each in its own subpro
   (trained-ratio mixing, the band-pass filter, replay with the TIS correction, the drift guard
   with its reaction, checked on a held-out evaluation every ``--drift-every`` training minutes);
 * ``ablation``: the same domains and hyperparameters, without the ``curriculum:`` section;
-* ``single:DOMAIN``: that domain alone, the same recipe with only that domain's scaffold (if any);
+* ``single:DOMAIN``: that domain alone, the same recipe with only that domain's help from the
+  curriculum: its scaffold and its difficulty levels (if any);
 * ``base``: the untrained model (no training; evaluated once).
 
 Every side is then evaluated on every domain's held-out set (greedy, the same tasks, the first
@@ -177,9 +178,10 @@ def side_names(domains: list[str]) -> list[str]:
 def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
     """The config of one side, from the benchmark's config: ``mixed`` as written; ``ablation``
     without the curriculum section; ``single:D`` with domain D alone and, of the curriculum,
-    only D's scaffold (a domain's help belongs to the domain: without it a single run on a task
-    whose format the model never writes could not learn it at all, which would flatter the
-    mixed run)."""
+    only D's own help - its scaffold and its difficulty levels (a domain's help belongs to the
+    domain: without it a single run on a task whose format the model never writes could not
+    learn it at all, and one on a task too hard to start on would learn little, which would
+    flatter the mixed run)."""
     out = copy.deepcopy(raw)
     if side in ("mixed", "base"):
         return out
@@ -191,9 +193,9 @@ def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
         out["domains"] = [d for d in raw["domains"] if d["name"] == name]
         if not out["domains"]:
             raise SystemExit(f"side {side}: the config has no domain {name!r}")
-        scaffold = (cur.get("scaffold") or {}).get(name)
-        if scaffold is not None:
-            out["curriculum"] = {"scaffold": {name: scaffold}}
+        own = {part: {name: cur[part][name]} for part in ("scaffold", "levels") if name in (cur.get(part) or {})}
+        if own:
+            out["curriculum"] = own
         return out
     raise SystemExit(f"unknown side {side!r}")
 

@@ -155,19 +155,21 @@ def test_side_configs_cut_from_the_benchmark_config():
     assert md.side_names(["a", "b"]) == ["base", "mixed", "ablation", "single:a", "single:b"]
 
 
-def test_a_single_side_keeps_its_own_domains_scaffold_and_nothing_else():
+def test_a_single_side_keeps_its_own_domains_scaffold_and_levels_and_nothing_else():
     scaffold = {"hint": "say it", "guided": True}
-    raw = {"domains": [{"name": "a"}, {"name": "b"}],
-           "curriculum": {"filter": {"enabled": True}, "scaffold": {"a": scaffold}}}
-    assert md.side_raw(raw, "single:a")["curriculum"] == {"scaffold": {"a": scaffold}}
-    assert "curriculum" not in md.side_raw(raw, "single:b")
+    levels = {"levels": [{"max_value": 10}, {"max_value": 25}], "window": 8}
+    raw = {"domains": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+           "curriculum": {"filter": {"enabled": True}, "scaffold": {"a": scaffold}, "levels": {"a": levels, "b": levels}}}
+    assert md.side_raw(raw, "single:a")["curriculum"] == {"scaffold": {"a": scaffold}, "levels": {"a": levels}}
+    assert md.side_raw(raw, "single:b")["curriculum"] == {"levels": {"b": levels}}
+    assert "curriculum" not in md.side_raw(raw, "single:c")
     assert "curriculum" not in md.side_raw(raw, "ablation")
 
 
 def test_the_benchmark_config_validates_for_every_side(tmp_path):
     args = md.parse_args(["--out", str(tmp_path / "m.json")])
     names = [d["name"] for d in md.read_raw(args.config, [])["domains"]]
-    assert names == ["arithmetic", "products", "gcd", "lcm"]
+    assert names == ["arithmetic", "products", "gcd", "equations"]
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
