@@ -84,6 +84,25 @@ def test_a_poisoned_domain_is_caught_and_reacted_to_as_configured(reaction):
     assert seen[6]["code"].action == "none" and seen[6]["code"].line() == "code: ok"
 
 
+def test_an_upweight_that_does_not_bring_the_domain_back_escalates_to_a_rollback():
+    """The poisoned curve of the test above, patience 1: at step 50 math is up-weighted; still
+    regressed at 60 (escalate_after 1), the guard rolls back to step 40 instead, with no
+    up-weight. Without escalate_after it up-weights again."""
+    cfg = dict(enabled=True, reaction="upweight", upweight_factor=3.0, patience=1)
+    for escalate, second_action in ((1, "rollback"), (None, "upweight")):
+        g = DriftGuard(DriftConfig(**cfg, escalate_after=escalate))
+        assert g.cfg.may_roll_back is (escalate is not None)
+        seen = []
+        for e, right in enumerate([40, 45, 50, 55, 60, 45, 40]):
+            g.record(10 * e, "math", outcomes(right))
+            seen.append(g.check(10 * e)[0])
+        first, second = seen[5], seen[6]
+        assert (first.action, first.weight_factor, first.rollback_to) == ("upweight", 3.0, None)
+        assert (second.streak, second.action) == (2, second_action)
+        assert (second.weight_factor, second.rollback_to) == ((1.0, 40) if escalate else (3.0, None))
+    assert DriftConfig(reaction="rollback").may_roll_back and not DriftConfig(reaction="warn", escalate_after=1).may_roll_back
+
+
 def test_noise_of_the_same_size_on_a_small_sample_is_not_caught():
     """A drop of 0.2 (6 -> 4 right of 10 tasks: 3 lost, 1 gained) is above the margin, but
     p = 5/16: noise. A drop of 0.3 on 100 tasks (40 lost, 10 gained) is caught."""

@@ -367,14 +367,18 @@ class PoisonDomain(ToyDomain):
         return PoisonEnv(self.name, self.flag)
 
 
-@pytest.mark.parametrize("reaction", ["warn", "upweight", "rollback"])
+@pytest.mark.parametrize("reaction", ["warn", "upweight", "rollback", "escalate"])
 def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path, reaction, tmp_path):
     """Both domains learn for 40 steps; then beta's training reward is inverted (poisoned) and its
     held-out score falls. The guard, on held-out evaluations every 5 steps, finds the drop
     significant (paired test on the same tasks), reacts as configured, records it in the store,
-    shows it in the step summary and in the audit; nothing is flagged before the poison."""
+    shows it in the step summary and in the audit; nothing is flagged before the poison.
+    ``escalate``: up-weight first; the poison stays on, so the next check rolls back."""
     flag = {"on": False}
-    cur = {"drift": {"enabled": True, "margin": 0.1, "patience": 1, "reaction": reaction, "min_tasks": 10}}
+    drift = {"enabled": True, "margin": 0.1, "patience": 1, "reaction": reaction, "min_tasks": 10}
+    if reaction == "escalate":
+        drift.update(reaction="upweight", escalate_after=1)
+    cur = {"drift": drift}
     cfg = two_domains(tiny_run_config, f"drift_{reaction}", cur, "run.steps=90", "run.eval_every=5",
                       "run.checkpoint_every=5", "run.keep_checkpoints=1", "rollout.prompts_per_step=8",
                       "rollout.group_size=8", "trainer.lr=0.005", "eval.before=true", "eval.after=false")
@@ -411,11 +415,15 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
     with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
         events = [e for e in store.events() if e[1] == "curriculum"]
         assert events and events[0][2] == "beta" and events[0][6] == first
-        assert f"drift:{reaction}" in {e[4] for e in events}
+        assert f"drift:{drift['reaction']}" in {e[4] for e in events}
         rep = audit(store)
-        assert rep.ok and any(f"drift:{reaction}" in line for line in rep.lines())
+        assert rep.ok and any(f"drift:{drift['reaction']}" in line for line in rep.lines())
     summaries = [ln for ln in lines if ln.startswith(f"step {first + 1}/")]
-    assert summaries and "beta" in summaries[0] and reaction in summaries[0]
+    assert summaries and "beta" in summaries[0] and drift["reaction"] in summaries[0]
+    if reaction == "escalate":  # up-weighted at the first regressed check, rolled back at the next
+        beta = [e for e in events if e[2] == "beta"]
+        assert beta[0][4] == "drift:upweight" and beta[1][4] == "drift:rollback", beta
+        assert beta[1][6] == first + 5 and caught["same"] is True and caught["to"] <= first - 5
     if reaction == "upweight":
         assert run.driver.weights()["beta"] in (2.0, 1.0)  # 2 while regressed; back to 1 once it is not
         assert any(e[4] == "drift:upweight" and e[2] == "beta" for e in events)

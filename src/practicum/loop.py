@@ -249,7 +249,7 @@ class Run:
     def _pin_last_good(self) -> None:
         """Under the drift guard's roll-back, the checkpoint of the last good evaluation is kept."""
         good = self.driver.cur.drift.last_good
-        self.checkpoints.pinned = {good} if good is not None and self.cfg.curriculum.drift.reaction == "rollback" else set()
+        self.checkpoints.pinned = {good} if good is not None and self.cfg.curriculum.drift.may_roll_back else set()
 
     async def rollback(self, to_step: int) -> None:
         """Put back the policy (and optimizer) of step ``to_step``'s checkpoint. The clock goes on:
@@ -290,7 +290,7 @@ class Run:
             self.log(f"drift guard: rolled back to the checkpoint of step {back} (policy version {self.trainer.version})")
             if (self.checkpoints.dir / f"step_{step:06d}").is_dir():  # a resume must not restore the discarded weights
                 self.save_checkpoint(step)
-        elif drift.reaction == "rollback" and self.driver.cur.drift.last_good == step:
+        elif drift.may_roll_back and self.driver.cur.drift.last_good == step:
             # a good evaluation: its checkpoint is the one a later roll-back goes to
             if not (self.checkpoints.dir / f"step_{step:06d}").is_dir():
                 self.save_checkpoint(step)

@@ -37,7 +37,11 @@ Reactions are decisions returned to the caller (:class:`DriftDecision`, a record
 show in the step summary): ``warn``; ``upweight`` (the domain's sampling weight times
 ``upweight_factor`` while it stays regressed); ``rollback`` (to the last evaluation step at
 which no domain had regressed: the caller restores the checkpoint of that step, then calls
-:meth:`DriftGuard.rolled_back`).
+:meth:`DriftGuard.rolled_back`). ``upweight`` with ``escalate_after`` k rolls back when the
+domain is still regressed k checks after its up-weight began: more draws of a domain cannot
+bring it back when its groups carry no signal - a fifth multidomain run saw gcd lose its answer
+tags in a mix, every gcd group then scored alike, the filter dropped them, and the up-weighted
+domain stayed at 0.03 for three checks.
 """
 
 from __future__ import annotations
@@ -62,6 +66,14 @@ class DriftConfig(Strict):
     patience: int = Field(default=2, ge=1, description="Regressed checks in a row before the reaction (1: react at once).")
     reaction: Reaction = Field(default="warn", description="What to do about a regressed domain: warn, upweight it, or roll back to the last good evaluation step.")
     upweight_factor: float = Field(default=2.0, gt=1, description="upweight: multiply the regressed domain's sampling weight by this while it stays regressed.")
+    escalate_after: int | None = Field(default=None, ge=1, description="upweight: when the domain is still regressed this many "
+                                       "checks after its up-weight began, roll back instead (None: never). The last good "
+                                       "evaluation's checkpoint is kept, as under rollback.")
+
+    @property
+    def may_roll_back(self) -> bool:
+        """Whether a verdict can be a roll-back (the loop keeps the last good checkpoint then)."""
+        return self.reaction == "rollback" or (self.reaction == "upweight" and self.escalate_after is not None)
 
 
 class DriftDecision(BaseModel):
@@ -190,6 +202,9 @@ class DriftGuard:
         regressed = drop > self.cfg.margin and p < self.cfg.alpha / candidates
         streak = self.streak[domain] = self.streak.get(domain, 0) + 1 if regressed else 0
         action = self.cfg.reaction if streak >= self.cfg.patience else "none"
+        if (action == "upweight" and self.cfg.escalate_after is not None and self.last_good is not None
+                and streak >= self.cfg.patience + self.cfg.escalate_after):
+            action = "rollback"  # the up-weight did not bring it back (its groups may carry no signal)
         return DriftDecision(
             step=step, domain=domain, best_step=best_step, best=best_mean, current=cur_mean, drop=drop, p_value=p,
             test=test, tasks=len(shared), regressed=regressed, streak=streak, action=action,

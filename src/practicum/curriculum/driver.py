@@ -262,7 +262,7 @@ class Driver:
         for d in decisions:
             if d.action == "upweight":
                 self.factors[d.domain] = d.weight_factor
-            elif not d.regressed:
+            elif not d.regressed or d.action == "rollback":  # back to weights from before the drop
                 self.factors[d.domain] = 1.0
             if d.regressed:
                 self.event(f"drift:{d.action if d.action != 'none' else 'noticed'}", d.domain, d.line(), step)
