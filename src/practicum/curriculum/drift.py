@@ -39,9 +39,10 @@ show in the step summary): ``warn``; ``upweight`` (the domain's sampling weight 
 which no domain had regressed: the caller restores the checkpoint of that step, then calls
 :meth:`DriftGuard.rolled_back`). ``upweight`` with ``escalate_after`` k rolls back when the
 domain is still regressed k checks after its up-weight began: more draws of a domain cannot
-bring it back when its groups carry no signal - a fifth multidomain run saw gcd lose its answer
-tags in a mix, every gcd group then scored alike, the filter dropped them, and the up-weighted
-domain stayed at 0.03 for three checks.
+bring it back when its own groups no longer reward what it lost - in the fifth multidomain run
+gcd dropped its answer tags in a mix; its groups then rewarded only a right value without tags
+(the lenient 0.3), so the up-weight trained the untagged form further, and gcd stayed at 0.03
+through three more checks.
 """
 
 from __future__ import annotations
