@@ -205,7 +205,7 @@ class DriftGuard:
         action = self.cfg.reaction if streak >= self.cfg.patience else "none"
         if (action == "upweight" and self.cfg.escalate_after is not None and self.last_good is not None
                 and streak >= self.cfg.patience + self.cfg.escalate_after):
-            action = "rollback"  # the up-weight did not bring it back (its groups may carry no signal)
+            action = "rollback"  # the up-weight did not bring it back: its groups may not reward what it lost
         return DriftDecision(
             step=step, domain=domain, best_step=best_step, best=best_mean, current=cur_mean, drop=drop, p_value=p,
             test=test, tasks=len(shared), regressed=regressed, streak=streak, action=action,
