@@ -372,8 +372,8 @@ def group_fates(store: Any) -> dict[str, int]:
     """What became of every group the side drew, from its store: trained, or the head of the
     reason it was left out (``filtered``, ``stale``, the run's end), or still in flight."""
     out: Counter = Counter()
-    for g in store.groups(kind="train"):
-        out[g.state.value if g.state.value != "dropped" else g.reason.split(":")[0]] += 1
+    for _gid, _draw, state, _step, reason, _attempts in store.draws():  # one row a group, no episodes read
+        out[state if state != "dropped" else reason.split(":")[0]] += 1
     return dict(out)
 
 
