@@ -178,10 +178,11 @@ def side_names(domains: list[str]) -> list[str]:
 def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
     """The config of one side, from the benchmark's config: ``mixed`` as written; ``ablation``
     without the curriculum section; ``single:D`` with domain D alone and, of the curriculum,
-    only D's own help - its scaffold and its difficulty levels (a domain's help belongs to the
-    domain: without it a single run on a task whose format the model never writes could not
-    learn it at all, and one on a task too hard to start on would learn little, which would
-    flatter the mixed run)."""
+    only D's own help - its scaffold, its difficulty levels and its reward shaping (a domain's
+    help belongs to the domain: without it a single run on a task whose format the model never
+    writes could not learn it at all, one on a task too hard to start on would learn little, and
+    one trained on another reward than the mixed run's share of that domain would not be the
+    same task, which would flatter the mixed run)."""
     out = copy.deepcopy(raw)
     if side in ("mixed", "base"):
         return out
@@ -193,7 +194,7 @@ def side_raw(raw: dict[str, Any], side: str) -> dict[str, Any]:
         out["domains"] = [d for d in raw["domains"] if d["name"] == name]
         if not out["domains"]:
             raise SystemExit(f"side {side}: the config has no domain {name!r}")
-        own = {part: {name: cur[part][name]} for part in ("scaffold", "levels") if name in (cur.get(part) or {})}
+        own = {part: {name: cur[part][name]} for part in ("scaffold", "levels", "shaping") if name in (cur.get(part) or {})}
         if own:
             out["curriculum"] = own
         return out
@@ -466,10 +467,10 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             row.append(ci_text(cell["score"]) + ("" if "vs_base" not in cell else "<br>Δ " + diff_text(cell["vs_base"])))
         row.append(fmt(mean_over(table[s], domains)))
         rows.append(row)
-    n = next((table[s][d]["score"]["n"] for s in order for d in domains), 0)
+    n = {d: next((table[s][d]["score"]["n"] for s in order), 0) for d in domains}
     lines = [
         f"### multidomain: held-out score per domain after {result['settings']['minutes']:g} training minutes per side "
-        f"(greedy, {n} held-out tasks per domain, {result['settings']['eval_tokens']} tokens)",
+        f"(greedy; held-out tasks: {', '.join(f'{d} {k}' for d, k in n.items())}; {result['settings']['eval_tokens']} tokens)",
         "",
         md_table(["side", "steps", *domains, "mean over domains"], rows),
         "",

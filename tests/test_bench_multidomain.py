@@ -155,13 +155,15 @@ def test_side_configs_cut_from_the_benchmark_config():
     assert md.side_names(["a", "b"]) == ["base", "mixed", "ablation", "single:a", "single:b"]
 
 
-def test_a_single_side_keeps_its_own_domains_scaffold_and_levels_and_nothing_else():
+def test_a_single_side_keeps_its_own_domains_scaffold_levels_and_shaping_and_nothing_else():
     scaffold = {"hint": "say it", "guided": True}
     levels = {"levels": [{"max_value": 10}, {"max_value": 25}], "window": 8}
+    shaping = {"format": 0.5}
     raw = {"domains": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
-           "curriculum": {"filter": {"enabled": True}, "scaffold": {"a": scaffold}, "levels": {"a": levels, "b": levels}}}
+           "curriculum": {"filter": {"enabled": True}, "scaffold": {"a": scaffold}, "levels": {"a": levels, "b": levels},
+                          "shaping": {"b": shaping}}}
     assert md.side_raw(raw, "single:a")["curriculum"] == {"scaffold": {"a": scaffold}, "levels": {"a": levels}}
-    assert md.side_raw(raw, "single:b")["curriculum"] == {"levels": {"b": levels}}
+    assert md.side_raw(raw, "single:b")["curriculum"] == {"levels": {"b": levels}, "shaping": {"b": shaping}}
     assert "curriculum" not in md.side_raw(raw, "single:c")
     assert "curriculum" not in md.side_raw(raw, "ablation")
 
@@ -173,6 +175,8 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
+        own = {side.split(":", 1)[1]} if side.startswith("single:") else set(names) if side in ("mixed", "base") else set()
+        assert cfg.curriculum.shaping.keys() == own
 
 
 def test_group_fates_count_every_drawn_group_by_what_became_of_it(tmp_path):
