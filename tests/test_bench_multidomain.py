@@ -120,6 +120,7 @@ def test_target_verdict_on_made_up_sides():
     assert t["gains_on_every_domain"] and t["loses_on_none"]
     assert t["mixed_mean_over_domains"] == pytest.approx(0.8)
     assert t["singles_mean_own_domain"] == pytest.approx(0.8)
+    assert t["singles_mean_over_domains"] == pytest.approx(((1.0 + 0.0) / 2 + (0.0 + 0.6) / 2) / 2)  # 0.4
     assert t["at_least_single_average"] and t["met"]
     assert t["mixed_vs_single_per_domain"]["a"]["mean"] == pytest.approx(-0.2)
     assert t["mixed_vs_ablation_per_domain"]["a"]["verdict"] == "gain"
@@ -193,3 +194,19 @@ def test_group_fates_count_every_drawn_group_by_what_became_of_it(tmp_path):
     result = {"sides": {"mixed": {"group_fates": md.group_fates(store)}}, "analysis": {"table": {}},
               "settings": {"minutes": 1, "eval_tokens": 8, "drift_eval_size": 5}, "machine": _machine(), "command": "x"}
     assert "mixed 2 trained, 1 filtered, 1 stale, 1 ready" in md.report(result, ["d"])
+
+
+def test_reuse_takes_the_earlier_runs_other_sides_and_refuses_other_domains(tmp_path):
+    import json
+
+    ids = {"t1": 1.0, "t2": 0.0}
+    prior = {"benchmark": "multidomain", "started": "2026-12-04 23:27:13", "settings": {"domains": ["a", "b"]},
+             "sides": {"base": _side({"a": ids, "b": ids}), "mixed": _side({"a": ids, "b": ids}),
+                       "single:a": _side({"a": ids, "b": ids}), "single:b": {"error": "crashed"}}}
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior))
+    got = md.reused_sides(str(path), ["a", "b"], ["mixed"])
+    assert sorted(got) == ["base", "single:a"]  # not the side run again, not a side that failed
+    assert got["base"]["reused_from"] == "2026-12-04 23:27:13" and got["base"]["final"] == prior["sides"]["base"]["final"]
+    with pytest.raises(SystemExit, match="not a multidomain result over the domains"):
+        md.reused_sides(str(path), ["a", "c"], ["mixed"])
