@@ -18,7 +18,8 @@ and the paired difference from the base model on the same tasks (mean, 95% paire
 two-sided p, verdict gain / loss / no change at alpha 0.05). The target of issue 12: the mixed
 run gains significantly on every trained domain and loses on none (an intersection-union test:
 each domain must pass at alpha on its own, so no multiplicity correction is needed), and its
-mean over domains is at least the single runs' mean (each single run on its own domain).
+mean over domains is at least the single runs' mean (each single run on its own domain; the
+report also gives each single run's mean over every domain, the other reading of "on average").
 
 Evaluation time is not training time: before each evaluation the orchestrator is paused and
 drained (the drain on the training clock), as in learn_arithmetic.py.
@@ -26,6 +27,8 @@ drained (the drain on the training clock), as in learn_arithmetic.py.
     python benchmarks/multidomain.py --minutes 5                     # all sides
     python benchmarks/multidomain.py --minutes 0.5 --eval-size 10    # smoke test
     python benchmarks/multidomain.py --sides base,mixed              # some sides
+    python benchmarks/multidomain.py --sides mixed --set curriculum.filter.enabled=false \
+        --reuse benchmarks/out/multidomain.json --out benchmarks/out/nofilter.json   # one side again, judged against the rest
 
 Output: benchmarks/out/multidomain.json (every side's per-task held-out scores, steps, drift
 guard decisions, statistics) and markdown tables on stdout.
