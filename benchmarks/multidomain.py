@@ -499,7 +499,7 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             f"{fmt(t['singles_mean_own_domain'])}"
             + (f"; mixed - single (mean of per-domain paired differences): {diff_text(vs)}" if vs else "")
             + f"; at least as high: **{'yes' if t['at_least_single_average'] else 'no'}**"
-            + (f" (each single run's mean over all four domains, averaged: {fmt(t['singles_mean_over_domains'])})"
+            + (f" (each single run's mean over every domain, averaged: {fmt(t['singles_mean_over_domains'])})"
                if t.get("singles_mean_over_domains") is not None else "") + ".",
             "- mixed vs single on its own domain: " + ", ".join(
                 f"{d} {diff_text(c)}" for d, c in t["mixed_vs_single_per_domain"].items()) + ".",
@@ -569,8 +569,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def reused_sides(path: str, domains: list[str], running: list[str]) -> dict[str, Any]:
     """The sides of the earlier result at ``path`` that this run does not run itself, each marked
     with when it ran. Refuses a result of other domains: its held-out tasks would not pair."""
-    prior = json.loads(Path(path).read_text())
-    if prior.get("benchmark") != "multidomain" or prior.get("settings", {}).get("domains") != domains:
+    try:
+        prior = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--reuse {path}: cannot read it as a result: {e}") from e
+    if not isinstance(prior, dict) or prior.get("benchmark") != "multidomain" or prior.get("settings", {}).get("domains") != domains:
         raise SystemExit(f"--reuse {path}: not a multidomain result over the domains {domains}")
     out = {}
     for s, r in prior.get("sides", {}).items():

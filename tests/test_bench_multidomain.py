@@ -210,3 +210,7 @@ def test_reuse_takes_the_earlier_runs_other_sides_and_refuses_other_domains(tmp_
     assert got["base"]["reused_from"] == "2026-12-04 23:27:13" and got["base"]["final"] == prior["sides"]["base"]["final"]
     with pytest.raises(SystemExit, match="not a multidomain result over the domains"):
         md.reused_sides(str(path), ["a", "c"], ["mixed"])
+    (tmp_path / "broken.json").write_text("{not json")
+    for bad in (tmp_path / "broken.json", tmp_path / "missing.json"):
+        with pytest.raises(SystemExit, match="cannot read it as a result"):
+            md.reused_sides(str(bad), ["a", "b"], ["mixed"])
