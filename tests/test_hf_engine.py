@@ -18,6 +18,13 @@ from practicum.records import Message
 from practicum.testing import TINY_WORDS, tiny_vocab
 from practicum.trainer import Sample, Trainer
 
+# How closely the log-probs of one request agree between two runs whose batches differ in shape
+# (alone / joined, padded / folded, another row count): fp32, not bit for bit, since the matmuls
+# and attention round differently with the shape and with the CPU's kernels. 1e-5 held on an
+# AMD EPYC VM; an Intel Xeon VM differed by 1.2e-5 on the eighth token. A row sampled with
+# another row's settings, or a shifted position, is off by 1e-2 or more.
+LOGP_TOL = 1e-4
+
 
 def _engine(path, **kw):
     from practicum.engines.hf import HFEngine
@@ -265,7 +272,7 @@ def test_a_short_request_joins_a_running_batch_and_returns_first(varied_model_pa
 
 def test_a_request_samples_the_same_alone_or_joined(varied_model_path):
     """Same seed, same tokens whether a request ran alone or joined others mid-decode with other
-    prompts and lengths. The log-probs agree to 1e-5 in fp32, not bit for bit: the batch's
+    prompts and lengths. The log-probs agree to LOGP_TOL in fp32, not bit for bit: the batch's
     shape and padding length change the rounding of the matmuls and of attention."""
     engine = _engine(varied_model_path, max_batch=4)  # five requests: one also waits for a free row
     prompts = _prompts(engine)
@@ -288,7 +295,7 @@ def test_a_request_samples_the_same_alone_or_joined(varied_model_path):
     assert engine.steps - steps_alone < steps_alone  # they really shared decode steps
     for a, j in zip(alone, joined):
         assert j.ids == a.ids
-        assert j.logprobs == pytest.approx(a.logprobs, abs=1e-5)
+        assert j.logprobs == pytest.approx(a.logprobs, abs=LOGP_TOL)
     assert len({tuple(c.ids) for c in alone}) == len(alone)
 
 
@@ -313,7 +320,7 @@ def test_each_row_samples_with_its_own_settings(varied_model_path):
     assert engine.admissions == 1  # all five were prefilled together and decoded as one batch
     for q, s, j in zip(prompts, settings, joined):
         (a,) = _generate(engine, [q], s)
-        assert j.ids == a.ids and j.logprobs == pytest.approx(a.logprobs, abs=1e-5)
+        assert j.ids == a.ids and j.logprobs == pytest.approx(a.logprobs, abs=LOGP_TOL)
         assert len(j.ids) <= s.max_new_tokens
     old = engine.generate_sync([prompts[0], prompts[3]], SamplingParams(max_new_tokens=8, temperature=0.0))
     assert joined[0].ids == old[0].ids and joined[3].ids == old[1].ids
@@ -324,7 +331,7 @@ def test_each_row_samples_with_its_own_settings(varied_model_path):
     for q, s, j in zip(prompts[1:], settings[1:], joined[1:]):
         with torch.no_grad():
             logits = engine.model(input_ids=torch.tensor([q])).logits[:, -1, :].float()
-        assert j.logprobs[0] == pytest.approx(_sampling_logprobs(logits, s)[0, j.ids[0]].item(), abs=1e-5)
+        assert j.logprobs[0] == pytest.approx(_sampling_logprobs(logits, s)[0, j.ids[0]].item(), abs=LOGP_TOL)
 
 
 def test_greedy_equals_the_batch_at_a_time_path(varied_model_path):
@@ -336,7 +343,7 @@ def test_greedy_equals_the_batch_at_a_time_path(varied_model_path):
     old = engine.generate_sync(prompts, greedy)
     for n, o in zip(new, old):
         assert n.ids == o.ids and n.finish_reason == o.finish_reason
-        assert n.logprobs == pytest.approx(o.logprobs, abs=1e-5)
+        assert n.logprobs == pytest.approx(o.logprobs, abs=LOGP_TOL)
 
 
 def test_a_stop_string_ends_only_its_own_row(varied_model_path):
@@ -579,7 +586,7 @@ def test_the_prefix_cache_continues_a_conversation_without_prefilling_it_again(v
     for ta, tb in zip(a, b):
         for ca, cb in zip(ta, tb):
             assert ca.ids == cb.ids
-            assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-5)
+            assert ca.logprobs == pytest.approx(cb.logprobs, abs=LOGP_TOL)
     assert not cached._prefixes  # each entry was taken by the next turn; the last turns asked for none
     _generate(cached, [prompts[0]], SamplingParams(max_new_tokens=4, keep_prefix=True))
     assert len(cached._prefixes) == 1
@@ -610,7 +617,7 @@ def test_a_common_beginning_of_prompts_admitted_together_is_prefilled_once(varie
     assert shared.shared_prefix_tokens > 3 * 40 and plain.shared_prefix_tokens == 0
     for ca, cb in zip(a, b):
         assert ca.ids == cb.ids
-        assert ca.logprobs == pytest.approx(cb.logprobs, abs=1e-5)
+        assert ca.logprobs == pytest.approx(cb.logprobs, abs=LOGP_TOL)
     # the rows were kept despite the padding between the shared part and their own: turn 2 reuses them
     follow = [p + c.ids + shared.renderer.append_ids([Message(role="user", content="x")],
                                                       [Message(role="user", content="again")], p + c.ids)
@@ -621,7 +628,7 @@ def test_a_common_beginning_of_prompts_admitted_together_is_prefilled_once(varie
     assert shared.prefix_hits == hits + len(follow)
     for x, y in zip(again, again_plain):
         assert x.ids == y.ids
-        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
+        assert x.logprobs == pytest.approx(y.logprobs, abs=LOGP_TOL)
 
 
 def _arrivals(engine, requests):
@@ -673,7 +680,7 @@ def test_a_request_folded_into_a_decode_step_samples_what_it_samples_alone(varie
     assert beginnings or folded.beginning_hits == 0
     for a, b in zip(replies["folded"], replies["plain"]):
         assert a.ids == b.ids
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+        assert a.logprobs == pytest.approx(b.logprobs, abs=LOGP_TOL)
     twins = replies["folded"][4:6]
     assert twins[0].ids != twins[1].ids  # the two identical prompts still sampled on their own
 
@@ -694,7 +701,7 @@ def test_a_beginning_computed_once_serves_later_requests(varied_model_path):
     assert stored.beginning_tokens_reused == common // BLOCK * BLOCK >= BLOCK * 3
     for x, y in zip(out["stored"], out["plain"]):
         assert x.ids == y.ids
-        assert x.logprobs == pytest.approx(y.logprobs, abs=1e-5)
+        assert x.logprobs == pytest.approx(y.logprobs, abs=LOGP_TOL)
     entry = max(e.nbytes for e in stored._beginnings._entries.values())
     stored.load_weights(stored.model.state_dict(), 1)
     assert stored._beginnings.held == 0 and not stored._beginnings._index
