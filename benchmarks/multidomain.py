@@ -219,7 +219,8 @@ def side_config(args: argparse.Namespace, side: str):
 
     raw = side_raw(read_raw(args.config, args.overrides), side)
     slug = side.replace(":", "_")
-    raw.setdefault("run", {})["dir"] = str(Path(args.out).resolve().parent / f"multidomain_{slug}_run")
+    out = Path(args.out).resolve()  # each result file its own run folders: a later --out keeps an earlier run's stores
+    raw.setdefault("run", {})["dir"] = str(out.parent / f"{out.stem}_{slug}_run")
     raw["run"]["name"] = f"multidomain_{slug}"
     raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
     if args.threads:

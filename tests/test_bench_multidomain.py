@@ -175,6 +175,7 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
     assert names == ["arithmetic", "products", "gcd", "equations"]
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
+        assert cfg.run.dir == str(tmp_path / f"m_{side.replace(':', '_')}_run")  # beside --out, named after it
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
         own = {side.split(":", 1)[1]} if side.startswith("single:") else set(names) if side in ("mixed", "base") else set()
         assert cfg.curriculum.shaping.keys() == own
