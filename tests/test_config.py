@@ -72,6 +72,20 @@ def test_override_creates_a_section_absent_from_the_file(write_yaml):
     assert cfg.algorithm.kl_coef == pytest.approx(0.05)
 
 
+def test_an_override_of_an_aliased_section_changes_only_the_path_it_names(tmp_path):
+    """A YAML alias shares one mapping between places; `--set` on one of them leaves the others
+    as written (found with benchmarks/multidomain.yaml's shaping: `gcd: *tags` shared by four
+    domains, where an override of gcd's weights changed every domain's)."""
+    path = tmp_path / "c.yaml"
+    two = {"domains": [{**MINIMAL["domains"][0], "name": n} for n in ("a", "b")]}
+    path.write_text(yaml.safe_dump(two) + "curriculum:\n  shaping:\n    a: &tags {format: 0.5}\n    b: *tags\n")
+    raw = yaml.safe_load(path.read_text())
+    assert raw["curriculum"]["shaping"]["a"] is raw["curriculum"]["shaping"]["b"]  # what an alias is
+    cfg = load_config(path, ["curriculum.shaping.b.format=0.1", "curriculum.shaping.b.correctness=0"])
+    assert cfg.curriculum.shaping["b"].format == pytest.approx(0.1) and cfg.curriculum.shaping["b"].correctness == 0
+    assert cfg.curriculum.shaping["a"].format == pytest.approx(0.5) and cfg.curriculum.shaping["a"].correctness == 1.0
+
+
 def _error(path, overrides=None) -> str:
     with pytest.raises(ConfigError) as info:
         load_config(path, overrides)

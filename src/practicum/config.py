@@ -8,6 +8,7 @@ A bad file or override raises :class:`~practicum.errors.ConfigError` naming the 
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Literal
 
@@ -196,18 +197,24 @@ class RunConfig(_Strict):
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    """Set ``data[k1][k2]...`` named by ``dotted`` (list items by index). Each mapping or list on
+    the way is copied before it is changed, so one that a YAML alias (``*name``) shares with
+    another place keeps its value there: an override changes the path it names, nothing else."""
     keys = dotted.split(".")
     node: Any = data
     for i, k in enumerate(keys[:-1]):
         if isinstance(node, list):
             try:
-                node = node[int(k)]
-                continue
+                idx = int(k)
+                child = node[idx]
             except (ValueError, IndexError):
                 raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a valid list index") from None
-        node = node.setdefault(k, {})
-        if not isinstance(node, (dict, list)):
+        else:
+            idx = k
+            child = node.setdefault(k, {})
+        if not isinstance(child, (dict, list)):
             raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a section")
+        node[idx] = node = copy.copy(child)
     last = keys[-1]
     if isinstance(node, list):
         try:
