@@ -214,7 +214,9 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any, source: str) -> N
             child = node.setdefault(k, {})
         if not isinstance(child, (dict, list)):
             raise ConfigError(f"{source}: override {dotted!r}: {'.'.join(keys[:i + 1])} is not a section")
-        node[idx] = node = copy.copy(child)
+        child = copy.copy(child)  # this path's own copy: an alias elsewhere keeps the original
+        node[idx] = child
+        node = child
     last = keys[-1]
     if isinstance(node, list):
         try:
