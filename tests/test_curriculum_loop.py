@@ -397,11 +397,16 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
     caught: dict[str, object] = {}
     orig_rollback = run.rollback
 
-    async def rollback(to_step: int) -> None:
-        await orig_rollback(to_step)
+    async def rollback(to_step: int, step: int) -> None:
+        mixer_before = run.driver.state()["mixer"]
+        await orig_rollback(to_step, step)
         exported = run.trainer.export_weights()
-        saved = load_file(str(run.checkpoints.dir / f"step_{to_step:06d}" / "model.safetensors"))
+        folder = run.checkpoints.dir / f"step_{to_step:06d}"
+        saved = load_file(str(folder / "model.safetensors"))
         caught.setdefault("same", all(torch.equal(exported[k], saved[k]) for k in saved))
+        # the curriculum's view of the policy went back with it (the mixer's signal: it moved since)
+        mixer_then = json.loads((folder / "state.json").read_text())["curriculum"]["mixer"]
+        caught.setdefault("rewound", run.driver.state()["mixer"] == mixer_then != mixer_before)
         caught.setdefault("to", to_step)  # the first roll-back (the poison stays on: more follow)
 
     run.rollback = rollback  # type: ignore[method-assign]
@@ -424,11 +429,12 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
         beta = [e for e in events if e[2] == "beta"]
         assert beta[0][4] == "drift:upweight" and beta[1][4] == "drift:rollback", beta
         assert beta[1][6] == first + 5 and caught["same"] is True and caught["to"] <= first - 5
+        assert caught["rewound"] is True
     if reaction == "upweight":
         assert run.driver.weights()["beta"] in (2.0, 1.0)  # 2 while regressed; back to 1 once it is not
         assert any(e[4] == "drift:upweight" and e[2] == "beta" for e in events)
     if reaction == "rollback":
-        assert caught["same"] is True and caught["to"] <= first - 5
+        assert caught["same"] is True and caught["to"] <= first - 5 and caught["rewound"] is True
         assert "rolled back to the checkpoint of step" in "\n".join(lines)
 
 

@@ -66,3 +66,34 @@ def test_every_part_survives_a_checkpoint():
     assert again.sampler.next_domain() == cur.sampler.next_domain()
     assert again.replay.sample(2, 6, 6, random.Random(3)) == cur.replay.sample(2, 6, 6, random.Random(3))
     assert again.levels["gym"].level == cur.levels["gym"].level == 1
+
+
+def test_a_rewind_puts_back_what_describes_the_policy_and_keeps_the_stream_and_the_guard():
+    """The drift guard rolled the policy back to a checkpoint: pass rates, levels, the mixer's
+    signal, reward statistics, replay buffer and scaffolds go back to that checkpoint's (the
+    scaffold's fade runs the discarded steps later); the trained balance and the guard's
+    history stay."""
+    cfg = config()
+    cur = Curriculum(cfg, {"math": 1.0, "gym": 1.0})
+    cur.replay.add("early", "math", [1.0, -1.0], 2, 2)
+    saved = json.loads(json.dumps(cur.state()))  # the checkpoint of step 2
+    for step in (3, 4, 5):
+        cur.sampler.drawn("math")
+        cur.sampler.trained("math")
+        cur.mixer.observe("math", [1.0, 1.0], [0.0, 0.0])
+        cur.rates.observe(f"t{step}", [1.0, 1.0])
+        cur.replay.add(f"late{step}", "math", [0.5, -0.5], step, step)
+        cur.norm.update("math", [1.0, 1.0])
+        cur.levels["gym"].observe(cur.levels["gym"].level, [1.0, 1.0], step)
+        cur.scaffolds["math"].observe(False, [1.0, 1.0], step)  # window 2 at threshold 0.5: removed
+        cur.drift.record(step, "math", {"a": 1.0})
+    assert cur.scaffolds["math"].removed_at == 3 and cur.levels["gym"].level == 1
+    trained, history = dict(cur.sampler.trained_counts), cur.drift.state()["history"]
+    cur.rewind(saved, lost=3)  # at step 5, back to step 2
+    assert cur.scaffolds["math"].removed_at is None and cur.scaffolds["math"].delay == 3
+    assert cur.scaffolds["math"].level(6) == pytest.approx(0.97)  # fade 0 -> 100: step 6 now fades like step 3
+    assert cur.levels["gym"].level == 0 and set(cur.replay.entries) == {"early"}
+    for part in ("mixer", "rates", "norm", "replay"):
+        assert cur.state()[part] == saved[part], part
+    assert cur.sampler.trained_counts == trained and cur.sampler.trained_counts["math"] > 2.9  # 3, decayed
+    assert cur.state()["drift"]["history"] == history

@@ -82,6 +82,18 @@ def test_config_validation():
         ScaffoldConfig()
 
 
+def test_a_delay_moves_the_fade_later_by_the_discarded_steps():
+    # a roll-back from step 30 to step 10 discards 20 steps: step 31 fades like step 11
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="linear", fade_start=10, fade_end=50))
+    s.delay = 20
+    assert [s.level(x) for x in (30, 31, 50, 70)] == pytest.approx([1.0, 1 - 1 / 40, 0.5, 0.0])
+    copy = Scaffold("products", s.cfg)
+    copy.load(json.loads(json.dumps(s.state())))
+    assert copy.delay == 20 and copy.level(50) == pytest.approx(0.5)
+    copy.load({"removed_at": None, "unaided": []})  # a checkpoint from before delays: none
+    assert copy.delay == 0
+
+
 def test_scaffold_state_round_trips():
     cfg = ScaffoldConfig(**HELP, threshold=0.9, window=3)
     s = Scaffold("products", cfg)

@@ -294,6 +294,12 @@ class Driver:
     def state(self) -> dict[str, Any]:
         return {**self.cur.state(), "factors": dict(self.factors)}
 
+    def rewind(self, state: dict[str, Any], lost: int) -> None:
+        """A roll-back to a checkpoint whose curriculum was ``state``, ``lost`` steps back
+        (:meth:`Curriculum.rewind`); the drift up-weights stay as the guard left them."""
+        self.cur.rewind(state, lost)
+        self._sync_targets()
+
     def load(self, state: dict[str, Any]) -> None:
         self.cur.load(state)
         self.factors = {n: float(state.get("factors", {}).get(n, 1.0)) for n in self.factors}

@@ -3,7 +3,8 @@
 ``CurriculumConfig`` is what a ``curriculum:`` section of the run config will hold (every part
 off or neutral by default, so a config without the section trains as before). :class:`Curriculum`
 builds each part for the run's domains and gathers their states into one plain dict for the
-checkpoint; :meth:`Curriculum.load` puts them back on resume.
+checkpoint; :meth:`Curriculum.load` puts them back on resume, and :meth:`Curriculum.rewind`
+puts back the parts that describe the policy when the drift guard rolls it back.
 """
 
 from __future__ import annotations
@@ -90,3 +91,22 @@ class Curriculum:
         for d, s in self.scaffolds.items():
             s.load(state["scaffolds"][d])
         self.drift.load(state["drift"])
+
+    def rewind(self, state: dict[str, Any], lost: int) -> None:
+        """The drift guard put back the policy of an earlier checkpoint whose curriculum was
+        ``state``, discarding ``lost`` steps: what was learnt about the discarded policy goes back
+        with it - pass rates, levels, the mixer's measure of signal, reward statistics, the replay
+        buffer (its groups were the discarded policy's, the collapse itself among them), and each
+        scaffold, whose fade then runs ``lost`` steps later (a policy put back to before the
+        format was learnt gets back the help it had). Kept: the sampler's balance of the trained
+        stream and the groups in flight (the orchestrator's, and real) and the drift guard's
+        history (:meth:`DriftGuard.rolled_back` cuts the discarded branch from it)."""
+        self.mixer.load(state["mixer"])
+        self.rates.load(state["rates"])
+        for d, c in self.levels.items():
+            c.load(state["levels"][d])
+        self.replay.load(state["replay"])
+        self.norm.load(state["norm"])
+        for d, s in self.scaffolds.items():
+            s.load(state["scaffolds"][d])
+            s.delay += lost

@@ -31,7 +31,9 @@ probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 bet
 ``constant`` stays at 1 until the threshold). The ``probe_share`` of groups drawn without help
 measure the domain's success without it: once the mean reward of the last ``window``
 unscaffolded episodes reaches ``threshold``, the scaffold is removed for good
-(:class:`ScaffoldChange`, to be recorded).
+(:class:`ScaffoldChange`, to be recorded). The fade counts the policy's steps: when the drift
+guard rolls the policy back, the steps of the discarded branch are added to ``delay``
+(:meth:`Curriculum.rewind`), so the help the restored policy had comes back with it.
 
 Evaluation is never scaffolded: a scaffolded task is marked in ``metadata["scaffold"]``, and
 :func:`is_scaffolded` is the check an evaluation path uses to refuse one.
@@ -144,6 +146,7 @@ class Scaffold:
         self.domain, self.cfg = domain, cfg
         self.removed_at: int | None = None
         self.unaided: list[float] = []  # rewards of the last `window` unscaffolded episodes
+        self.delay = 0  # steps discarded by roll-backs: the schedule runs on the policy's steps
 
     def level(self, step: int) -> float:
         """Share of help in force at ``step``: 1 before the fade, 0 after it or once removed."""
@@ -152,6 +155,7 @@ class Scaffold:
             return 0.0
         if c.schedule == "constant":
             return 1.0
+        step -= self.delay
         frac = min(max((step - c.fade_start) / (c.fade_end - c.fade_start), 0.0), 1.0)
         if c.schedule == "linear":
             return 1.0 - frac
@@ -196,8 +200,9 @@ class Scaffold:
         return ScaffoldChange(domain=self.domain, step=step, success=success)
 
     def state(self) -> dict[str, Any]:
-        return {"removed_at": self.removed_at, "unaided": list(self.unaided)}
+        return {"removed_at": self.removed_at, "unaided": list(self.unaided), "delay": self.delay}
 
     def load(self, state: dict[str, Any]) -> None:
         self.removed_at = None if state["removed_at"] is None else int(state["removed_at"])
         self.unaided = [float(x) for x in state["unaided"]]
+        self.delay = int(state.get("delay", 0))  # absent in checkpoints written before roll-backs rewound it
