@@ -569,7 +569,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def reused_sides(path: str, domains: list[str], running: list[str]) -> dict[str, Any]:
     """The sides of the earlier result at ``path`` that this run does not run itself, each marked
-    with when it ran. Refuses a result of other domains: its held-out tasks would not pair."""
+    with when it ran (a side that result had itself reused keeps its own date). Refuses a result
+    of other domains: its held-out tasks would not pair."""
     try:
         prior = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -579,7 +580,7 @@ def reused_sides(path: str, domains: list[str], running: list[str]) -> dict[str,
     out = {}
     for s, r in prior.get("sides", {}).items():
         if s not in running and "final" in r:
-            out[s] = {**r, "reused_from": prior.get("started")}
+            out[s] = {**r, "reused_from": r.get("reused_from") or prior.get("started")}
     return out
 
 

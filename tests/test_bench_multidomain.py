@@ -203,12 +203,14 @@ def test_reuse_takes_the_earlier_runs_other_sides_and_refuses_other_domains(tmp_
     ids = {"t1": 1.0, "t2": 0.0}
     prior = {"benchmark": "multidomain", "started": "2026-12-04 23:27:13", "settings": {"domains": ["a", "b"]},
              "sides": {"base": _side({"a": ids, "b": ids}), "mixed": _side({"a": ids, "b": ids}),
-                       "single:a": _side({"a": ids, "b": ids}), "single:b": {"error": "crashed"}}}
+                       "single:a": {**_side({"a": ids, "b": ids}), "reused_from": "2026-12-03 10:00:00"},
+                       "single:b": {"error": "crashed"}}}
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior))
     got = md.reused_sides(str(path), ["a", "b"], ["mixed"])
     assert sorted(got) == ["base", "single:a"]  # not the side run again, not a side that failed
     assert got["base"]["reused_from"] == "2026-12-04 23:27:13" and got["base"]["final"] == prior["sides"]["base"]["final"]
+    assert got["single:a"]["reused_from"] == "2026-12-03 10:00:00"  # reused there too: the date it ran
     with pytest.raises(SystemExit, match="not a multidomain result over the domains"):
         md.reused_sides(str(path), ["a", "c"], ["mixed"])
     (tmp_path / "broken.json").write_text("{not json")
