@@ -81,15 +81,8 @@ class Curriculum:
         }
 
     def load(self, state: dict[str, Any]) -> None:
-        self.mixer.load(state["mixer"])
+        self._load_policy_view(state)
         self.sampler.load(state["sampler"])
-        self.rates.load(state["rates"])
-        for d, c in self.levels.items():
-            c.load(state["levels"][d])
-        self.replay.load(state["replay"])
-        self.norm.load(state["norm"])
-        for d, s in self.scaffolds.items():
-            s.load(state["scaffolds"][d])
         self.drift.load(state["drift"])
 
     def rewind(self, state: dict[str, Any], lost: int) -> None:
@@ -101,6 +94,12 @@ class Curriculum:
         format was learnt gets back the help it had). Kept: the sampler's balance of the trained
         stream and the groups in flight (the orchestrator's, and real) and the drift guard's
         history (:meth:`DriftGuard.rolled_back` cuts the discarded branch from it)."""
+        self._load_policy_view(state)
+        for s in self.scaffolds.values():
+            s.delay += lost
+
+    def _load_policy_view(self, state: dict[str, Any]) -> None:
+        """The parts that describe the policy: all but the sampler and the drift guard."""
         self.mixer.load(state["mixer"])
         self.rates.load(state["rates"])
         for d, c in self.levels.items():
@@ -109,4 +108,3 @@ class Curriculum:
         self.norm.load(state["norm"])
         for d, s in self.scaffolds.items():
             s.load(state["scaffolds"][d])
-            s.delay += lost
