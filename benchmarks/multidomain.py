@@ -214,14 +214,18 @@ def read_raw(path: str | Path, overrides: list[str]) -> dict[str, Any]:
     return raw
 
 
+def side_file(out: Path, side: str, suffix: str) -> Path:
+    """A side's file or folder beside the result ``out``, named after it: each --out its own run
+    folders and partial results, so a later run with another --out keeps an earlier run's."""
+    return out.parent / f"{out.stem}_{side.replace(':', '_')}{suffix}"
+
+
 def side_config(args: argparse.Namespace, side: str):
     from practicum.config import validate_config
 
     raw = side_raw(read_raw(args.config, args.overrides), side)
-    slug = side.replace(":", "_")
-    out = Path(args.out).resolve()  # each result file its own run folders: a later --out keeps an earlier run's stores
-    raw.setdefault("run", {})["dir"] = str(out.parent / f"{out.stem}_{slug}_run")
-    raw["run"]["name"] = f"multidomain_{slug}"
+    raw.setdefault("run", {})["dir"] = str(side_file(Path(args.out).resolve(), side, "_run"))
+    raw["run"]["name"] = f"multidomain_{side.replace(':', '_')}"
     raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
     if args.threads:
         raw["run"]["threads"] = args.threads
@@ -611,7 +615,7 @@ def main() -> None:
         result["reused"] = {"from": args.reuse, "sides": list(reused)}
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
     for s in sides:
-        res = run_side(s, argv, out.parent / f"multidomain_{s.replace(':', '_')}.part.json")
+        res = run_side(s, argv, side_file(out, s, ".part.json"))
         result["sides"][s] = res
         result["analysis"] = analyse(result, domains)
         out.parent.mkdir(parents=True, exist_ok=True)
