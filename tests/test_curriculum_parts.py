@@ -97,3 +97,18 @@ def test_a_rewind_puts_back_what_describes_the_policy_and_keeps_the_stream_and_t
         assert cur.state()[part] == saved[part], part
     assert cur.sampler.trained_counts == trained and cur.sampler.trained_counts["math"] > 2.9  # 3, decayed
     assert cur.state()["drift"]["history"] == history
+
+
+def test_a_rewind_puts_a_groups_clock_back_to_the_checkpoints_count():
+    cur = Curriculum(CurriculumConfig.model_validate({
+        "scaffold": {"math": {"prefix": "<answer>", "clock": "groups", "fade_start": 0, "fade_end": 10}}}), {"math": 1.0})
+    rng = random.Random(0)
+    for _ in range(2):
+        cur.scaffolds["math"].decide(1, rng)
+    saved = json.loads(json.dumps(cur.state()))  # the checkpoint: 2 groups drawn
+    for _ in range(6):
+        cur.scaffolds["math"].decide(2, rng)
+    assert cur.scaffolds["math"].level(2) == pytest.approx(0.2)
+    cur.rewind(saved, lost=1)
+    s = cur.scaffolds["math"]
+    assert (s.groups, s.delay) == (2, 0) and s.level(3) == pytest.approx(0.8)

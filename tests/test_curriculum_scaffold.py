@@ -94,6 +94,35 @@ def test_a_delay_moves_the_fade_later_by_the_discarded_steps():
     assert copy.delay == 0
 
 
+def test_a_groups_clock_fades_by_the_domains_own_draws_not_the_runs_steps():
+    # fade over this domain's groups 16..64: a domain drawn once a step alone at step 40 is still
+    # at group 40 (level 0.5), whatever the run's step says; every draw counts, helped or not
+    s = Scaffold("products", ScaffoldConfig(**HELP, clock="groups", fade_start=16, fade_end=64, probe_share=0.0))
+    rng = random.Random(0)
+    assert all(s.decide(1000, rng) for _ in range(16))  # step 1000, but only 16 groups: full help
+    assert s.groups == 16 and s.level(1000) == 1.0
+    for _ in range(24):
+        s.decide(0, rng)
+    assert s.groups == 40 and s.level(0) == pytest.approx(0.5) and s.level(10**6) == pytest.approx(0.5)
+    s.delay = 30  # a steps-clock delay means nothing here
+    assert s.level(0) == pytest.approx(0.5)
+    copy = Scaffold("products", s.cfg)
+    copy.load(json.loads(json.dumps(s.state())))
+    assert copy.groups == 40 and copy.level(0) == pytest.approx(0.5)
+    copy.load({"removed_at": None, "unaided": []})  # a checkpoint from before the groups clock: none drawn
+    assert copy.groups == 0 and copy.level(0) == 1.0
+
+
+def test_a_rolled_back_scaffold_waits_on_its_own_clock():
+    steps = Scaffold("products", ScaffoldConfig(**HELP, fade_end=10))
+    steps.rewound(4)
+    assert steps.delay == 4
+    groups = Scaffold("products", ScaffoldConfig(**HELP, clock="groups", fade_end=10))
+    groups.groups = 7
+    groups.rewound(4)  # the count was put back by the checkpoint's state; no delay on top
+    assert (groups.delay, groups.groups) == (0, 7)
+
+
 def test_scaffold_state_round_trips():
     cfg = ScaffoldConfig(**HELP, threshold=0.9, window=3)
     s = Scaffold("products", cfg)

@@ -90,13 +90,13 @@ class Curriculum:
         ``state``, discarding ``lost`` steps: what was learnt about the discarded policy goes back
         with it - pass rates, levels, the mixer's measure of signal, reward statistics, the replay
         buffer (its groups were the discarded policy's, the collapse itself among them), and each
-        scaffold, whose fade then runs ``lost`` steps later (a policy put back to before the
-        format was learnt gets back the help it had). Kept: the sampler's balance of the trained
+        scaffold, whose fade then runs ``lost`` steps later or from the checkpoint's count of
+        groups (a policy put back to before the format was learnt gets back the help it had). Kept: the sampler's balance of the trained
         stream and the groups in flight (the orchestrator's, and real) and the drift guard's
         history (:meth:`DriftGuard.rolled_back` cuts the discarded branch from it)."""
         self._load_policy_view(state)
         for s in self.scaffolds.values():
-            s.delay += lost
+            s.rewound(lost)
 
     def _load_policy_view(self, state: dict[str, Any]) -> None:
         """The parts that describe the policy: all but the sampler and the drift guard."""

@@ -28,12 +28,16 @@ writes it.
 and is removed so the final policy needs none of it. Each training group is scaffolded with
 probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 between
 ``fade_start`` and ``fade_end`` (``linear``, or in ``stages`` equal drops for ``step``;
-``constant`` stays at 1 until the threshold). The ``probe_share`` of groups drawn without help
+``constant`` stays at 1 until the threshold), counted on the run's steps (``clock: steps``) or
+on the domain's own groups drawn so far (``clock: groups``): in a mix a domain drawn once in six
+groups would otherwise lose its help after a sixth of the practice it gets alone, so a fade
+counted in groups means the same thing in a single-domain run and in any mix. The ``probe_share`` of groups drawn without help
 measure the domain's success without it: once the mean reward of the last ``window``
 unscaffolded episodes reaches ``threshold``, the scaffold is removed for good
 (:class:`ScaffoldChange`, to be recorded). The fade counts the policy's steps: when the drift
 guard rolls the policy back, the steps of the discarded branch are added to ``delay``
-(:meth:`Curriculum.rewind`), so the help the restored policy had comes back with it.
+(:meth:`Curriculum.rewind`), so the help the restored policy had comes back with it; a groups
+clock is itself part of the checkpointed state, so the restored count rewinds it.
 
 Evaluation is never scaffolded: a scaffolded task is marked in ``metadata["scaffold"]``, and
 :func:`is_scaffolded` is the check an evaluation path uses to refuse one.
@@ -62,8 +66,11 @@ class ScaffoldConfig(Strict):
     schedule: Literal["linear", "step", "constant"] = Field(
         default="linear", description="How the share of scaffolded groups falls: linearly from fade_start to fade_end, in "
         "`stages` equal steps, or not at all (constant: only the threshold removes it).")
-    fade_start: int = Field(default=0, ge=0, description="Step at which the scaffold starts to fade.")
-    fade_end: int = Field(default=100, ge=1, description="Step by which the scaffold is gone.")
+    clock: Literal["steps", "groups"] = Field(
+        default="steps", description="What fade_start and fade_end count: the run's steps, or the groups of this "
+        "domain drawn so far (a fade that means the same alone and in a mix).")
+    fade_start: int = Field(default=0, ge=0, description="Step (or domain group, clock: groups) at which the scaffold starts to fade.")
+    fade_end: int = Field(default=100, ge=1, description="Step (or domain group, clock: groups) by which the scaffold is gone.")
     stages: int = Field(default=4, ge=1, description="step schedule: number of equal drops between fade_start and fade_end.")
     threshold: float | None = Field(default=0.5, ge=0, le=1, description="Remove the scaffold for good once the mean reward of "
                                     "the last `window` unscaffolded episodes reaches this (None: schedule only).")
@@ -147,23 +154,34 @@ class Scaffold:
         self.removed_at: int | None = None
         self.unaided: list[float] = []  # rewards of the last `window` unscaffolded episodes
         self.delay = 0  # steps discarded by roll-backs: the schedule runs on the policy's steps
+        self.groups = 0  # groups of this domain drawn so far (the clock of `clock: groups`)
 
     def level(self, step: int) -> float:
-        """Share of help in force at ``step``: 1 before the fade, 0 after it or once removed."""
+        """Share of help in force at ``step`` (under ``clock: groups``, after the groups drawn so
+        far): 1 before the fade, 0 after it or once removed."""
         c = self.cfg
         if self.removed_at is not None:
             return 0.0
         if c.schedule == "constant":
             return 1.0
-        step -= self.delay
-        frac = min(max((step - c.fade_start) / (c.fade_end - c.fade_start), 0.0), 1.0)
+        at = self.groups if c.clock == "groups" else step - self.delay
+        frac = min(max((at - c.fade_start) / (c.fade_end - c.fade_start), 0.0), 1.0)
         if c.schedule == "linear":
             return 1.0 - frac
         return 1.0 - int(frac * c.stages) / c.stages
 
     def decide(self, step: int, rng: random.Random) -> bool:
-        """Whether a group drawn at ``step`` is scaffolded (``rng`` seeded by the draw)."""
-        return rng.random() < self.level(step) * (1.0 - self.cfg.probe_share)
+        """Whether a group of this domain drawn at ``step`` is scaffolded (``rng`` seeded by the
+        draw); the draw counts on the groups clock."""
+        helped = rng.random() < self.level(step) * (1.0 - self.cfg.probe_share)
+        self.groups += 1
+        return helped
+
+    def rewound(self, lost: int) -> None:
+        """The policy was rolled back ``lost`` steps, and this scaffold's state to the checkpoint's:
+        a steps clock runs ``lost`` steps later; a groups clock came back with the loaded count."""
+        if self.cfg.clock == "steps":
+            self.delay += lost
 
     def apply(self, task: Task) -> ScaffoldedTask:
         """The task with the help in its prompt; the original is not changed."""
@@ -200,9 +218,10 @@ class Scaffold:
         return ScaffoldChange(domain=self.domain, step=step, success=success)
 
     def state(self) -> dict[str, Any]:
-        return {"removed_at": self.removed_at, "unaided": list(self.unaided), "delay": self.delay}
+        return {"removed_at": self.removed_at, "unaided": list(self.unaided), "delay": self.delay, "groups": self.groups}
 
     def load(self, state: dict[str, Any]) -> None:
         self.removed_at = None if state["removed_at"] is None else int(state["removed_at"])
         self.unaided = [float(x) for x in state["unaided"]]
         self.delay = int(state.get("delay", 0))  # absent in checkpoints written before roll-backs rewound it
+        self.groups = int(state.get("groups", 0))  # absent in checkpoints written before the groups clock
