@@ -242,7 +242,9 @@ def all_domains(args: argparse.Namespace):
 
 
 async def final_eval(args: argparse.Namespace, engine, domains, max_turns: int) -> dict[str, Any]:
-    """Greedy held-out evaluation of ``engine`` on every domain: per-task scores and means."""
+    """Greedy held-out evaluation of ``engine`` on every domain: per-task scores and means, and
+    the reply given to the most tasks (a policy collapsed onto one answer shows there)."""
+    from practicum.eval_metrics import same_reply
     from practicum.evaluation import evaluate
 
     res = await evaluate(engine, domains, args.eval_tokens, max_turns, None, 0, args.eval_size)
@@ -250,12 +252,14 @@ async def final_eval(args: argparse.Namespace, engine, domains, max_turns: int) 
     for d in domains:
         rows = [r for r in res.per_task if r.domain == d.name]
         tally = res.tallies.get(d.name)
+        top, share = same_reply(res.episodes.get(d.name, []))
         out[d.name] = {
             "means": res.per_domain.get(d.name, {}),
             "scores": {r.task: r.reward for r in rows},
             "components": {r.task: r.components for r in rows},
             "errors": tally.errors if tally else None,
             "seconds": tally.seconds if tally else None,
+            "same_reply": {"share": share, "text": top},
         }
     out["_seconds"] = res.seconds
     return out
@@ -513,6 +517,10 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             lines.append("- mixed vs ablation (the curriculum's own effect): " + ", ".join(
                 f"{d} {diff_text(c)}" for d, c in t["mixed_vs_ablation_per_domain"].items()) + ".")
         lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
+    collapsed = same_reply_lines(result, order, domains)
+    if collapsed:
+        lines += ["", "One reply to most held-out tasks (a policy collapsed onto one answer; its score is the share of "
+                  "tasks that answer fits): " + "; ".join(collapsed) + "."]
     fates = {s: r["group_fates"] for s, r in result["sides"].items() if r.get("group_fates")}
     if fates:
         lines += ["", "Groups drawn per side, by fate (from each side's store): " + "; ".join(
@@ -534,6 +542,22 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
                   + ", ".join(f"{s} (run started {result['sides'][s].get('reused_from')})" for s in result["reused"]["sides"]) + "."]
     lines += ["", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"]
     return "\n".join(lines)
+
+
+def same_reply_lines(result: dict[str, Any], sides: list[str], domains: list[str]) -> list[str]:
+    """(side, domain) pairs whose held-out replies were one reply to at least half the tasks
+    (results written before the benchmark kept replies have none)."""
+    from practicum.eval_metrics import SAME_REPLY_MIN_TASKS, SAME_REPLY_WARN
+
+    out = []
+    for s in sides:
+        final = result["sides"][s].get("final") or {}
+        for d in domains:
+            top = (final.get(d) or {}).get("same_reply") or {}
+            n = len((final.get(d) or {}).get("scores") or {})
+            if n >= SAME_REPLY_MIN_TASKS and (top.get("share") or 0) >= SAME_REPLY_WARN:
+                out.append(f"{s} {d} {top['share']:.0%} `{top['text'][:40]}`")
+    return out
 
 
 def mean_over(row: dict[str, Any], domains: list[str]) -> float | None:

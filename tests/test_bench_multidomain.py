@@ -135,7 +135,13 @@ def test_target_verdict_on_made_up_sides():
     assert not t["gains_on_every_domain"] and not t["loses_on_none"] and not t["met"]
     text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
                       "machine": _machine(), "command": "x"}, ["a", "b"])
-    assert "**target not met**" in text and "b loss" in text
+    assert "**target not met**" in text and "b loss" in text and "One reply to most" not in text
+    # the mixed side answered b with one reply to 9 of its 10 tasks: the report says so
+    result["sides"]["mixed"]["final"]["b"]["same_reply"] = {"share": 0.9, "text": "<answer>1</answer>"}
+    result["sides"]["single:a"]["final"]["b"]["same_reply"] = {"share": 0.4, "text": "x"}  # under half: not shown
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "collapsed onto one answer" in text and "mixed b 90% `<answer>1</answer>`" in text and "single:a b" not in text
 
 
 def _machine() -> dict:

@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from practicum.eval_metrics import clustered_mean, paired, pass_at_k, pass_hat_k, process_metrics, t_quantile
+from practicum.eval_metrics import (
+    clustered_mean,
+    paired,
+    pass_at_k,
+    pass_hat_k,
+    process_metrics,
+    same_reply,
+    same_reply_warning,
+    t_quantile,
+)
 from practicum.records import Episode, EpisodeError, EpisodeInfo, EpisodeState, Message, Score, Turn
 
 
@@ -91,6 +100,29 @@ def test_process_metrics_by_hand():
     assert m.tool_calls == 4 and m.tool_call_validity == pytest.approx(0.75)
     assert m.tokens == 2 * (2 + 4 + 3 + 5)
     assert m.prompt_tokens == 2 + 4 + 3 + 5 and m.sandbox_cpu_s == 0.0 and m.cost is None
+
+
+def test_same_reply_counts_the_distinct_tasks_given_one_reply():
+    def said(task: str, text: str) -> Episode:
+        e = _ep(0.0)
+        e.task_id, e.turns[-1].text = task, text
+        return e
+
+    # 5 tasks: "<answer>1</answer>" to t1, t2, t3 (t3 twice: counted once) and t4 (one of its
+    # two samples); t5 something else -> 4 of 5 tasks
+    eps = [said("t1", "<answer>1</answer>"), said("t2", " <answer>1</answer>\n"), said("t3", "<answer>1</answer>"),
+           said("t3", "<answer>1</answer>"), said("t4", "<answer>1</answer>"), said("t4", "<answer>2</answer>"),
+           said("t5", "<answer>6</answer>")]
+    assert same_reply(eps) == ("<answer>1</answer>", 0.8)
+    m = process_metrics(eps)
+    assert m.same_reply == 0.8 and m.same_reply_text == "<answer>1</answer>"
+    assert same_reply([said("t1", "a"), said("t2", "b")]) == ("b", 0.5)  # a tie: one of them, at 1 of 2
+    assert same_reply([said("t1", "a"), said("t1", "a")]) == (None, None)  # one task says nothing of a collapse
+    assert process_metrics([]).same_reply is None
+    assert same_reply_warning("gcd", 200, 1.0, "<answer>1</answer>") == (
+        "gcd: the same reply to 100% of 200 tasks ('<answer>1</answer>'): its score is what that one answer happens to fit")
+    assert same_reply_warning("gcd", 200, 0.49, "x") is None  # under half the tasks
+    assert same_reply_warning("gcd", 9, 1.0, "x") is None  # too few tasks to call it a collapse
 
 
 def test_the_cost_counts_tokens_and_sandbox_cpu_at_the_configured_prices():

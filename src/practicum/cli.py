@@ -209,7 +209,7 @@ def eval_(
     except PracticumError as e:
         _fail(e)
         return
-    from practicum.eval_metrics import summarise
+    from practicum.eval_metrics import same_reply_warning, summarise
 
     metrics = summarise(res.per_task, res.episodes, ks, prices=cfg.budget.prices)
     cheating = None
@@ -263,6 +263,10 @@ def eval_(
                    str(pr["failed"]), str(pr["errored"]), str(pr["tokens"]), f(pr["mean_latency_s"], 2),
                    f(pr["sandbox_cpu_s"], 2), f(pr["cost"], 4))
     console.print(mt)
+    for dom, m in metrics.items():
+        warning = same_reply_warning(dom, m["tasks"], m["process"]["same_reply"], m["process"]["same_reply_text"])
+        if warning:
+            console.print(warning)
     if res.stopped:
         console.print(f"evaluation stopped early: {res.stopped} (the tables cover the tasks evaluated before)")
     for dom, c in (cheating or {}).items():

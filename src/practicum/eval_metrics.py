@@ -17,7 +17,10 @@ computed by hand (tests/test_eval_metrics.py):
 * :func:`process_metrics` - turns to success, tool-call validity, recovery (episodes that met a
   failing test or a tool error and then succeeded, over those that met one), failed (the model's
   fault) vs errored (the infrastructure's) kept apart, time-outs, tokens, latency, sandbox CPU
-  seconds and the cost at configured prices.
+  seconds and the cost at configured prices;
+* :func:`same_reply` - the reply given to the most distinct tasks, and their share: a policy that
+  collapsed onto one answer whatever the question (``<answer>1</answer>`` to every GCD) scores
+  only the share of tasks that answer happens to fit, a gain no mean can tell from a skill.
 """
 
 from __future__ import annotations
@@ -151,6 +154,8 @@ class Process:
     prompt_tokens: int = 0  # every turn's whole context, as an API bills it
     sandbox_cpu_s: float = 0.0  # CPU seconds of the environments' sandbox executions (practicum.sandbox.meter)
     cost: float | None = None  # at the given prices: tokens, sandbox CPU seconds, verifier seconds (None: no prices)
+    same_reply: float | None = None  # share of distinct tasks given the most common last reply (None: under 2 tasks)
+    same_reply_text: str | None = None  # that reply (its first 80 characters)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,6 +178,7 @@ def process_metrics(episodes: Iterable[Any], success: float = 1.0, prices: Any =
     trouble = [e for e in ok if met_trouble(e)]
     recovered = [e for e in trouble if e in wins]
     tokens = sum(len(t.completion_ids) for e in eps for t in e.turns)
+    top, share = same_reply(eps)
     return Process(
         episodes=len(eps), failed=len(ok) - len(wins), errored=len(errored), timed_out=len(timed),
         success_rate=len(wins) / len(ok) if ok else 0.0,
@@ -184,7 +190,38 @@ def process_metrics(episodes: Iterable[Any], success: float = 1.0, prices: Any =
         tokens=tokens, mean_latency_s=(sum(e.seconds for e in eps) / len(eps)) if eps else None,
         prompt_tokens=sum(len(t.prompt_ids) for e in eps for t in e.turns),
         sandbox_cpu_s=sum(e.info.sandbox_cpu_s for e in eps),
-        cost=None if prices is None else _cost(eps, prices))
+        cost=None if prices is None else _cost(eps, prices),
+        same_reply=share, same_reply_text=None if top is None else top[:80])
+
+
+SAME_REPLY_WARN = 0.5  # a share of distinct tasks given one reply that a report points out
+SAME_REPLY_MIN_TASKS = 10  # fewer tasks than this: too few for the share to mean a collapse
+
+
+def same_reply_warning(domain: str, tasks: int, share: float | None, text: str | None) -> str | None:
+    """The line a report prints when one reply answers at least SAME_REPLY_WARN of a domain's
+    tasks (at least SAME_REPLY_MIN_TASKS of them); None otherwise."""
+    if tasks < SAME_REPLY_MIN_TASKS or share is None or share < SAME_REPLY_WARN:
+        return None
+    return f"{domain}: the same reply to {share:.0%} of {tasks} tasks ({text!r}): its score is what that one answer happens to fit"
+
+
+def same_reply(episodes: Iterable[Any]) -> tuple[str | None, float | None]:
+    """The last reply (stripped) given to the most distinct tasks, and the share of the tasks given
+    it (a task with several samples counts once for each distinct reply); (None, None) under two
+    tasks. Near 1 over many tasks: the policy answers the same whatever it is asked."""
+    by_task: dict[str, set[str]] = defaultdict(set)
+    for e in episodes:
+        if e.turns:
+            by_task[e.task_id].add(e.turns[-1].text.strip())
+    if len(by_task) < 2:
+        return None, None
+    counts: dict[str, int] = defaultdict(int)
+    for texts in by_task.values():
+        for t in texts:
+            counts[t] += 1
+    top = max(counts, key=lambda t: (counts[t], t))
+    return top, counts[top] / len(by_task)
 
 
 def _cost(eps: list[Any], prices: Any) -> float:
