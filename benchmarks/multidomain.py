@@ -3,12 +3,13 @@
 The embedded SmolLM2-135M-Instruct (full fine-tune, fp32 on CPU) trains for the same training
 wall-clock budget in each side, one side after the other, each in its own subprocess:
 
-* ``mixed``: all domains of benchmarks/multidomain.yaml with its ``curriculum:`` section
-  (trained-ratio mixing, the band-pass filter, replay with the TIS correction, the drift guard
-  with its reaction, checked on a held-out evaluation every ``--drift-every`` training minutes);
+* ``mixed``: all domains of benchmarks/multidomain.yaml with its ``curriculum:`` section (v8:
+  1:1:1:1 mixing kept in the trained stream, products' fading scaffold, format rewards, the drift
+  guard with its reaction, checked on a held-out evaluation every ``--drift-every`` training
+  minutes; the filter and replay are in the section, off - ``--set`` turns them on);
 * ``ablation``: the same domains and hyperparameters, without the ``curriculum:`` section;
 * ``single:DOMAIN``: that domain alone, the same recipe with only that domain's help from the
-  curriculum: its scaffold and its difficulty levels (if any);
+  curriculum: its scaffold, its difficulty levels and its shaping (if any);
 * ``base``: the untrained model (no training; evaluated once).
 
 Every side is then evaluated on every domain's held-out set (greedy, the same tasks, the first

@@ -184,7 +184,8 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
         assert cfg.run.dir == str(tmp_path / f"m_{side.replace(':', '_')}_run")  # beside --out, named after it
         assert md.side_file(tmp_path / "m.json", side, ".part.json").name == f"m_{side.replace(':', '_')}.part.json"
         assert cfg.curriculum.scaffold.keys() == ({"products"} if side in ("mixed", "base", "single:products") else set())
-        own = {side.split(":", 1)[1]} if side.startswith("single:") else set(names) if side in ("mixed", "base") else set()
+        shaped = set(md.read_raw(args.config, [])["curriculum"]["shaping"])
+        own = {side.split(":", 1)[1]} & shaped if side.startswith("single:") else shaped if side in ("mixed", "base") else set()
         assert cfg.curriculum.shaping.keys() == own
 
 
