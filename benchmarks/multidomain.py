@@ -548,15 +548,14 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
 def same_reply_lines(result: dict[str, Any], sides: list[str], domains: list[str]) -> list[str]:
     """(side, domain) pairs whose held-out replies were one reply to at least half the tasks
     (results written before the benchmark kept replies have none)."""
-    from practicum.eval_metrics import SAME_REPLY_MIN_TASKS, SAME_REPLY_WARN
+    from practicum.eval_metrics import one_reply_to_most
 
     out = []
     for s in sides:
         final = result["sides"][s].get("final") or {}
         for d in domains:
             top = (final.get(d) or {}).get("same_reply") or {}
-            n = len((final.get(d) or {}).get("scores") or {})
-            if n >= SAME_REPLY_MIN_TASKS and (top.get("share") or 0) >= SAME_REPLY_WARN:
+            if one_reply_to_most(len((final.get(d) or {}).get("scores") or {}), top.get("share")):
                 out.append(f"{s} {d} {top['share']:.0%} `{top['text'][:40]}`")
     return out
 

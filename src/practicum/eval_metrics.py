@@ -198,10 +198,14 @@ SAME_REPLY_WARN = 0.5  # a share of distinct tasks given one reply that a report
 SAME_REPLY_MIN_TASKS = 10  # fewer tasks than this: too few for the share to mean a collapse
 
 
+def one_reply_to_most(tasks: int, share: float | None) -> bool:
+    """Whether one reply answered at least SAME_REPLY_WARN of ``tasks`` (SAME_REPLY_MIN_TASKS or more)."""
+    return tasks >= SAME_REPLY_MIN_TASKS and share is not None and share >= SAME_REPLY_WARN
+
+
 def same_reply_warning(domain: str, tasks: int, share: float | None, text: str | None) -> str | None:
-    """The line a report prints when one reply answers at least SAME_REPLY_WARN of a domain's
-    tasks (at least SAME_REPLY_MIN_TASKS of them); None otherwise."""
-    if tasks < SAME_REPLY_MIN_TASKS or share is None or share < SAME_REPLY_WARN:
+    """The line a report prints when one reply answered most of a domain's tasks; None otherwise."""
+    if not one_reply_to_most(tasks, share):
         return None
     return f"{domain}: the same reply to {share:.0%} of {tasks} tasks ({text!r}): its score is what that one answer happens to fit"
 

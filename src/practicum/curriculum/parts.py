@@ -91,9 +91,10 @@ class Curriculum:
         with it - pass rates, levels, the mixer's measure of signal, reward statistics, the replay
         buffer (its groups were the discarded policy's, the collapse itself among them), and each
         scaffold, whose fade then runs ``lost`` steps later or from the checkpoint's count of
-        groups (a policy put back to before the format was learnt gets back the help it had). Kept: the sampler's balance of the trained
-        stream and the groups in flight (the orchestrator's, and real) and the drift guard's
-        history (:meth:`DriftGuard.rolled_back` cuts the discarded branch from it)."""
+        groups (a policy put back to before the format was learnt gets back the help it had).
+        Kept: the sampler's balance of the trained stream and the groups in flight (the
+        orchestrator's, and real) and the drift guard's history (:meth:`DriftGuard.rolled_back`
+        cuts the discarded branch from it)."""
         self._load_policy_view(state)
         for s in self.scaffolds.values():
             s.rewound(lost)
