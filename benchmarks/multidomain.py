@@ -28,8 +28,8 @@ drained (the drain on the training clock), as in learn_arithmetic.py.
     python benchmarks/multidomain.py --minutes 5                     # all sides
     python benchmarks/multidomain.py --minutes 0.5 --eval-size 10    # smoke test
     python benchmarks/multidomain.py --sides base,mixed              # some sides
-    python benchmarks/multidomain.py --sides mixed --set curriculum.filter.enabled=false \
-        --reuse benchmarks/out/multidomain.json --out benchmarks/out/nofilter.json   # one side again, judged against the rest
+    python benchmarks/multidomain.py --sides mixed --set curriculum.replay.enabled=true \
+        --reuse benchmarks/out/multidomain.json --out benchmarks/out/replay.json   # one side again, judged against the rest
 
 Output: benchmarks/out/multidomain.json (every side's per-task held-out scores, steps, drift
 guard decisions, statistics) and markdown tables on stdout.
