@@ -556,7 +556,7 @@ def same_reply_lines(result: dict[str, Any], sides: list[str], domains: list[str
         for d in domains:
             top = (final.get(d) or {}).get("same_reply") or {}
             if one_reply_to_most(len((final.get(d) or {}).get("scores") or {}), top.get("share")):
-                out.append(f"{s} {d} {top['share']:.0%} `{top['text'][:40]}`")
+                out.append(f"{s} {d} {top['share']:.0%} {top['text'][:40]!r}")  # repr: a reply may hold newlines or backticks
     return out
 
 

@@ -141,7 +141,7 @@ def test_target_verdict_on_made_up_sides():
     result["sides"]["single:a"]["final"]["b"]["same_reply"] = {"share": 0.4, "text": "x"}  # under half: not shown
     text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
                       "machine": _machine(), "command": "x"}, ["a", "b"])
-    assert "collapsed onto one answer" in text and "mixed b 90% `<answer>1</answer>`" in text and "single:a b" not in text
+    assert "collapsed onto one answer" in text and "mixed b 90% '<answer>1</answer>'" in text and "single:a b" not in text
 
 
 def _machine() -> dict:

@@ -154,7 +154,9 @@ class Scaffold:
         self.removed_at: int | None = None
         self.unaided: list[float] = []  # rewards of the last `window` unscaffolded episodes
         self.delay = 0  # steps discarded by roll-backs: the schedule runs on the policy's steps
-        self.groups = 0  # groups of this domain drawn so far (the clock of `clock: groups`)
+        # groups of this domain drawn so far (the clock of `clock: groups`); a resume restores the
+        # checkpoint's count, so groups drawn after it and recovered in flight are not counted
+        self.groups = 0
 
     def level(self, step: int) -> float:
         """Share of help in force at ``step`` (under ``clock: groups``, after the groups drawn so
