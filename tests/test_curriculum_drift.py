@@ -181,3 +181,81 @@ def test_rollback_forgets_the_discarded_branch_and_state_round_trips():
     assert copy.state() == g.state()
     g.rolled_back(10)
     assert sorted(g.history["d"]) == [0, 10] and g.last_good == 10 and g.streak == {}
+
+
+# --- collapse: one reply to most held-out tasks ---------------------------------------------------
+def answers(right: int, reply_of, n: int = 100) -> tuple[dict[str, float], tuple[str, float]]:
+    """Scores (t0..t{right-1} right) and the commonest reply with its share, as
+    eval_metrics.same_reply gives them, for replies ``reply_of(i)`` to tasks t0..t{n-1}."""
+    replies = [reply_of(i) for i in range(n)]
+    top = max(set(replies), key=replies.count)
+    return outcomes(right, n), (top, replies.count(top) / n)
+
+
+def test_a_collapse_onto_one_reply_is_a_regression_though_the_score_rose():
+    """gcd in the eighth multidomain run: 14 of 100 right at step 0, replying '12' to 59 tasks;
+    at step 5, '1' to 95 tasks and 19 right; at step 10, '1' to all and 17 right. The drop test
+    sees no regression (the mean rose); with collapse 0.8 both later checks are regressions:
+    the first up-weights, the second (escalate_after 1) rolls back to step 0, the last good."""
+    curve = [(14, lambda i: "12" if i < 59 else f"r{i}"), (19, lambda i: "1" if i < 95 else f"r{i}"),
+             (17, lambda i: "1")]
+
+    def run(cfg: DriftConfig) -> list:
+        g = DriftGuard(cfg)
+        out = []
+        for e, (right, reply_of) in enumerate(curve):
+            scores, same = answers(right, reply_of)
+            g.record(5 * e, "gcd", scores, same)
+            out.append(g.check(5 * e)[0])
+        return out
+
+    plain = run(DriftConfig(enabled=True, reaction="upweight", patience=1, escalate_after=1))
+    assert not any(d.regressed for d in plain)
+    seen = run(DriftConfig(enabled=True, reaction="upweight", patience=1, escalate_after=1, collapse=0.8))
+    assert [(d.regressed, d.collapsed, d.action) for d in seen] == [
+        (False, False, "none"), (True, True, "upweight"), (True, True, "rollback")]
+    assert seen[1].same_reply == 0.95 and seen[1].reply == "1" and (seen[1].varied_step, seen[1].varied_same_reply) == (0, 0.59)
+    assert seen[2].rollback_to == 0 and seen[2].best_step == 0  # the collapsed step 5 is never the best
+    assert seen[1].line() == ("gcd: the same reply to 95% of its held-out tasks ('1'; 59% at step 0), "
+                              "score 0.190 -> upweight")
+
+
+def test_a_domain_that_always_answered_alike_is_not_flagged_and_a_collapsed_best_is_skipped():
+    """A yes/no domain answers "No" to 85 of 100 tasks from its first evaluation on: no collapse.
+    A domain that collapses (40 right, one reply to 90) and then recovers a real 20 is compared
+    with its first evaluation (15), not with the collapsed 40: no drop."""
+    g = DriftGuard(DriftConfig(enabled=True, patience=1, collapse=0.8))
+    for e, right in enumerate([50, 52]):
+        scores, same = answers(right, lambda i: "No" if i < 85 else "Yes")
+        g.record(e, "yesno", scores, same)
+        assert not g.check(e)[0].regressed
+    h = DriftGuard(DriftConfig(enabled=True, patience=1, collapse=0.8))
+    for e, (right, share) in enumerate([(15, 0.2), (40, 0.9), (20, 0.3)]):
+        scores, same = answers(right, lambda i, share=share: "x" if i < 100 * share else f"r{i}")
+        h.record(e, "d", scores, same)
+        d = h.check(e)[0]
+    assert (d.regressed, d.best_step) == (False, 0)  # with the collapsed 40 as best: 20 losses, p 2^-20, regressed
+
+
+def test_collapse_needs_min_tasks_and_state_carries_the_replies():
+    g = DriftGuard(DriftConfig(enabled=True, patience=1, collapse=0.8, min_tasks=10))
+    g.record(0, "d", outcomes(1, 5), ("a", 0.2))
+    g.record(1, "d", outcomes(1, 5), ("a", 1.0))  # 5 tasks: too few to call it
+    g.check(0)
+    assert not g.check(1)[0].regressed
+    g.record(2, "d", outcomes(5, 20), ("a", 1.0))  # no task shared with a best: a collapse still counts
+    assert g.check(2)[0].collapsed
+    copy = DriftGuard(g.cfg)
+    copy.load(json.loads(json.dumps(g.state())))
+    assert copy.state() == g.state() and copy.same["d"][2] == (1.0, "a")
+    old = {k: v for k, v in g.state().items() if k != "same"}  # a checkpoint from before the collapse check
+    copy.load(json.loads(json.dumps(old)))
+    assert copy.same == {}
+    g.rolled_back(1)
+    assert sorted(g.same["d"]) == [0, 1]
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.5, -0.2])
+def test_a_collapse_share_outside_0_1_is_a_config_error(bad):
+    with pytest.raises(ValueError, match="collapse"):
+        DriftConfig(enabled=True, collapse=bad)

@@ -23,7 +23,7 @@ from practicum.domains.math.env import DEFAULT_SYSTEM_PROMPT, MathDomain, Reason
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
 from practicum.envs.base import Observation
-from practicum.envs.toy import ToyDomain, ToyEnv
+from practicum.envs.toy import ToyDomain, ToyEnv, word_score
 from practicum.errors import CheckpointError, ConfigError
 from practicum.loop import Run, train_async
 from practicum.orchestrator import draw_task
@@ -495,3 +495,61 @@ def test_filtered_groups_count_as_served_for_the_trained_balance():
     first = stale.plan(0)
     stale.settled(Group(id="g0", task=first, draw=0, reason="stale: generated 3 versions ago"), trained=False)
     assert stale.plan(1).domain == first.domain  # it still lags: drawn again
+
+
+# --- drift guard: a domain made to collapse onto one reply -----------------------------------------
+class OneReplyEnv(PoisonEnv):
+    """A hacked verifier, once ``flag["on"]``: training episodes score how much of the reply is
+    "one", whatever the task asks; held-out episodes always score truly."""
+
+    async def step(self, reply: str) -> Observation:
+        obs = await ToyEnv.step(self, reply)
+        if self.flag["on"] and "/train/" in self.task.id and obs.score is not None:
+            hit = word_score(reply, "one")
+            obs.score = obs.score.model_copy(update={"value": hit, "components": {"hit": hit}})
+        return obs
+
+
+class OneReplyDomain(PoisonDomain):
+    def make_env(self) -> OneReplyEnv:
+        return OneReplyEnv(self.name, self.flag)
+
+
+def test_drift_guard_catches_a_domain_collapsing_onto_one_reply(tiny_run_config, tiny_model_path):
+    """Both domains learn for 40 steps (beta: "say one" / "say two"); then beta's verifier is
+    hacked to reward "one" whatever the task asks. With ``collapse: 0.8`` the guard flags the
+    first evaluation where one reply answers 80% of beta's held-out tasks after they were told
+    apart, records it, shows it in the step summary and reacts (warn); nothing before the hack."""
+    flag = {"on": False}
+    drift = {"enabled": True, "patience": 1, "reaction": "warn", "min_tasks": 10, "collapse": 0.8}
+    cfg = two_domains(tiny_run_config, "drift_collapse", {"drift": drift}, "run.steps=70", "run.eval_every=5",
+                      "run.checkpoint_every=100", "rollout.prompts_per_step=8", "rollout.group_size=8",
+                      "trainer.lr=0.005", "eval.before=true", "eval.after=false")
+    torch.manual_seed(0)
+    random.seed(0)
+    lines: list[str] = []
+    run = Run(cfg, domains=[toy("alpha", ALPHA), OneReplyDomain("beta", BETA, seed=3, eval_size=16, flag=flag)],
+              log=lines.append)
+    orig_step = run.train_step
+
+    async def step_with_hack(step: int):
+        flag["on"] = step > 40
+        return await orig_step(step)
+
+    run.train_step = step_with_hack  # type: ignore[method-assign]
+    asyncio.run(train_async(cfg, run=run, log=lines.append))
+    guard = [ln for ln in lines if ln.startswith("drift guard at step") and "beta:" in ln]
+    assert guard and all(int(ln.split()[4].rstrip(":")) > 40 for ln in guard), lines  # nothing before the hack
+    collapse = [ln for ln in guard if "the same reply to" in ln]
+    assert collapse and "-> warn" in collapse[0], guard
+    first = int(collapse[0].split()[4].rstrip(":"))
+    share, reply = run.driver.cur.drift.same["beta"][first]
+    assert share >= 0.8 and "one" in reply
+    hist = run.driver.cur.drift.history["beta"]
+    mean = {s: sum(v.values()) / len(v) for s, v in hist.items()}
+    assert mean[first] >= max(m for s, m in mean.items() if s <= 40)  # no drop there: only the collapse check saw it
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        events = [e for e in store.events() if e[1] == "curriculum" and e[2] == "beta" and e[6] == first]
+        assert events and events[0][4] == "drift:warn" and "the same reply to" in events[0][5]
+    summaries = [ln for ln in lines if ln.startswith(f"step {first + 1}/")]
+    assert summaries and "beta" in summaries[0] and "warn" in summaries[0]

@@ -283,7 +283,7 @@ class Run:
         drift = self.cfg.curriculum.drift
         if not drift.enabled:
             return
-        decisions = self.driver.on_eval(step, res.per_task)
+        decisions = self.driver.on_eval(step, res.per_task, res.episodes)
         for d in decisions:
             if d.regressed:
                 self.log(f"drift guard at step {step}: {d.line()}")

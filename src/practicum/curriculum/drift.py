@@ -43,6 +43,19 @@ bring it back when its own groups no longer reward what it lost - in the fifth m
 gcd dropped its answer tags in a mix; its groups then rewarded only a right value without tags
 (the lenient 0.3), so the up-weight trained the untagged form further, and gcd stayed at 0.03
 through three more checks.
+
+A second way to regress, off unless ``collapse`` is set: a policy that gives one and the same
+reply to most held-out tasks has stopped answering the question, whatever its score - it scores
+the share of tasks that one answer happens to fit, which can be above its best. In the eighth
+multidomain run gcd's greedy replies became ``<answer>1</answer>`` to 95% of the held-out tasks
+by the first check (step 5) and to all of them later, while its mean rose (0.14 -> 0.17): the
+drop test saw nothing. With ``collapse: s``, an evaluation where the commonest reply answers at
+least ``s`` of the domain's tasks (``min_tasks`` or more) counts as regressed when an earlier
+evaluation of the domain was below ``s`` - the policy once told the tasks apart (a domain that
+always answered so, a yes/no task or an untrained model repeating itself, is not flagged); such an
+evaluation is never the domain's best, so a drop is measured from before it.
+The caller passes the share with the scores (:meth:`DriftGuard.record`; ``same_reply`` of
+:mod:`practicum.eval_metrics`).
 """
 
 from __future__ import annotations
@@ -71,6 +84,10 @@ class DriftConfig(Strict):
                                        "checks after its up-weight began, roll back instead (None: never). The last good "
                                        "evaluation's checkpoint is kept, as under rollback.")
 
+    collapse: float | None = Field(default=None, gt=0, le=1, description="A domain whose held-out evaluation gives one "
+                                   "and the same reply to at least this share of its tasks counts as regressed, whatever its "
+                                   "score (None: off); only once an earlier evaluation of it did not.")
+
     @property
     def may_roll_back(self) -> bool:
         """Whether a verdict can be a roll-back (the loop keeps the last good checkpoint then)."""
@@ -89,20 +106,32 @@ class DriftDecision(BaseModel):
     p_value: float
     test: str
     tasks: int  # paired tasks
-    regressed: bool  # this check found a significant drop beyond the margin
+    regressed: bool  # this check found a significant drop beyond the margin, or a collapse
     streak: int  # regressed checks in a row, this one included
     action: Literal["none", "warn", "upweight", "rollback"]
     weight_factor: float = 1.0
     rollback_to: int | None = None
+    # the share of the domain's tasks given its commonest reply and that reply; with ``collapse``
+    # set, whether this evaluation collapsed (then it regressed), and the earlier evaluation whose
+    # commonest reply answered the fewest tasks (step, share)
+    same_reply: float | None = None
+    reply: str | None = None
+    collapsed: bool = False
+    varied_step: int | None = None
+    varied_same_reply: float | None = None
 
     def line(self) -> str:
         if not self.regressed:
             return f"{self.domain}: ok"
+        react = (f" -> {self.action}" + (f" to step {self.rollback_to}" if self.rollback_to is not None else "")
+                 if self.action != "none" else f", {self.streak} check(s) in a row")
+        if self.collapsed:
+            return (f"{self.domain}: the same reply to {self.same_reply:.0%} of its held-out tasks ({self.reply!r}; "
+                    f"{self.varied_same_reply:.0%} at step {self.varied_step}), score {self.current:.3f}" + react)
         if self.action == "none":
-            return f"{self.domain}: below best by {self.drop:.3f} (p={self.p_value:.3g}), {self.streak} check(s) in a row"
+            return f"{self.domain}: below best by {self.drop:.3f} (p={self.p_value:.3g})" + react
         return (f"{self.domain}: {self.current:.3f} vs best {self.best:.3f} at step {self.best_step} "
-                f"(drop {self.drop:.3f}, {self.test} p={self.p_value:.3g}, n={self.tasks}) -> {self.action}"
-                + (f" to step {self.rollback_to}" if self.rollback_to is not None else ""))
+                f"(drop {self.drop:.3f}, {self.test} p={self.p_value:.3g}, n={self.tasks})" + react)
 
 
 def mcnemar_p(losses: int, gains: int) -> float:
@@ -166,14 +195,35 @@ class DriftGuard:
     def __init__(self, cfg: DriftConfig) -> None:
         self.cfg = cfg
         self.history: dict[str, dict[int, dict[str, float]]] = {}  # domain -> step -> task id -> score
+        self.same: dict[str, dict[int, tuple[float, str]]] = {}  # domain -> step -> (share, reply): commonest reply
         self.last_good: int | None = None  # latest evaluation step at which no domain had regressed
         self.streak: dict[str, int] = {}  # domain -> regressed checks in a row
 
-    def record(self, step: int, domain: str, scores: dict[str, float]) -> None:
+    def record(self, step: int, domain: str, scores: dict[str, float],
+               same_reply: tuple[str | None, float | None] | None = None) -> None:
+        """``scores``: task id -> score; ``same_reply``: (the reply given to the most tasks, the
+        share of tasks given it), as :func:`practicum.eval_metrics.same_reply` returns it."""
         self.history.setdefault(domain, {})[step] = dict(scores)
+        if same_reply is not None and same_reply[1] is not None:
+            self.same.setdefault(domain, {})[step] = (float(same_reply[1]), same_reply[0] or "")
+
+    def _most_varied(self, domain: str, step: int) -> int | None:
+        """The evaluation before ``step`` whose commonest reply answered the smallest share of tasks."""
+        earlier = {s: v[0] for s, v in self.same.get(domain, {}).items() if s < step}
+        return min(earlier, key=lambda s: (earlier[s], s)) if earlier else None
+
+    def _collapsed(self, domain: str, step: int) -> bool:
+        """Whether ``domain``'s evaluation at ``step`` gave one reply to ``collapse`` of its tasks or
+        more, when an earlier evaluation did not."""
+        same, limit = self.same.get(domain, {}), self.cfg.collapse
+        varied = self._most_varied(domain, step)
+        if limit is None or step not in same or varied is None or len(self.history[domain][step]) < self.cfg.min_tasks:
+            return False
+        return same[step][0] >= limit > same[varied][0]
 
     def _best(self, domain: str, step: int) -> int | None:
-        earlier = {s: v for s, v in self.history.get(domain, {}).items() if s < step and v}
+        earlier = {s: v for s, v in self.history.get(domain, {}).items()
+                   if s < step and v and not self._collapsed(domain, s)}
         # highest mean; ties: the earlier step
         return max(earlier, key=lambda s: (sum(earlier[s].values()) / len(earlier[s]), -s)) if earlier else None
 
@@ -185,10 +235,14 @@ class DriftGuard:
         best = self.history[domain][best_step] if best_step is not None else {}
         shared = sorted(now.keys() & best.keys())
         cur_mean = sum(now[t] for t in shared) / len(shared) if shared else sum(now.values()) / max(len(now), 1)
-        if best_step is None or len(shared) < self.cfg.min_tasks:
-            self.streak[domain] = 0
-            return DriftDecision(step=step, domain=domain, best_step=best_step, best=None, current=cur_mean, drop=0.0,
-                                 p_value=1.0, test="none", tasks=len(shared), regressed=False, streak=0, action="none")
+        collapsed = self._collapsed(domain, step)
+        share, reply = self.same.get(domain, {}).get(step, (None, None))
+        varied = self._most_varied(domain, step)
+        seen = {"same_reply": share, "reply": reply, "collapsed": collapsed, "varied_step": varied,
+                "varied_same_reply": None if varied is None else self.same[domain][varied][0]}
+        if best_step is None or len(shared) < self.cfg.min_tasks:  # nothing to pair with: a collapse is still seen
+            return self._react(step, domain, collapsed, dict(best_step=best_step, best=None, current=cur_mean, drop=0.0,
+                                                             p_value=1.0, test="none", tasks=len(shared)), seen)
         best_mean = sum(best[t] for t in shared) / len(shared)
         binary = all(v in (0.0, 1.0) for t in shared for v in (now[t], best[t]))
         test = "mcnemar" if self.cfg.test == "mcnemar" or (self.cfg.test == "auto" and binary) else "paired_t"
@@ -199,18 +253,22 @@ class DriftGuard:
         else:
             p = paired_t_p([best[t] - now[t] for t in shared])
         drop = best_mean - cur_mean
-        candidates = sum(1 for s, v in self.history[domain].items() if s < step and v)
-        regressed = drop > self.cfg.margin and p < self.cfg.alpha / candidates
+        candidates = sum(1 for s, v in self.history[domain].items() if s < step and v and not self._collapsed(domain, s))
+        regressed = collapsed or (drop > self.cfg.margin and p < self.cfg.alpha / candidates)
+        return self._react(step, domain, regressed, dict(best_step=best_step, best=best_mean, current=cur_mean,
+                                                         drop=drop, p_value=p, test=test, tasks=len(shared)), seen)
+
+    def _react(self, step: int, domain: str, regressed: bool, found: dict[str, Any], seen: dict[str, Any]) -> DriftDecision:
+        """Count the streak and pick the reaction for a verdict."""
         streak = self.streak[domain] = self.streak.get(domain, 0) + 1 if regressed else 0
         action = self.cfg.reaction if streak >= self.cfg.patience else "none"
         if (action == "upweight" and self.cfg.escalate_after is not None and self.last_good is not None
                 and streak >= self.cfg.patience + self.cfg.escalate_after):
             action = "rollback"  # the up-weight did not bring it back: its groups may not reward what it lost
         return DriftDecision(
-            step=step, domain=domain, best_step=best_step, best=best_mean, current=cur_mean, drop=drop, p_value=p,
-            test=test, tasks=len(shared), regressed=regressed, streak=streak, action=action,
+            step=step, domain=domain, regressed=regressed, streak=streak, action=action,
             weight_factor=self.cfg.upweight_factor if action == "upweight" else 1.0,
-            rollback_to=self.last_good if action == "rollback" else None)
+            rollback_to=self.last_good if action == "rollback" else None, **found, **seen)
 
     def check(self, step: int) -> list[DriftDecision]:
         """Verdicts of every domain evaluated at ``step``; advances ``last_good`` when none regressed."""
@@ -221,7 +279,7 @@ class DriftGuard:
 
     def rolled_back(self, to_step: int) -> None:
         """The run went back to ``to_step``: evaluations after it belong to a discarded branch."""
-        for steps in self.history.values():
+        for steps in [*self.history.values(), *self.same.values()]:
             for s in [s for s in steps if s > to_step]:
                 del steps[s]
         self.last_good = to_step
@@ -229,10 +287,13 @@ class DriftGuard:
 
     def state(self) -> dict[str, Any]:
         return {"last_good": self.last_good, "streak": dict(self.streak),
-                "history": {d: {str(s): dict(v) for s, v in steps.items()} for d, steps in self.history.items()}}
+                "history": {d: {str(s): dict(v) for s, v in steps.items()} for d, steps in self.history.items()},
+                "same": {d: {str(s): [share, text] for s, (share, text) in steps.items()} for d, steps in self.same.items()}}
 
     def load(self, state: dict[str, Any]) -> None:
         self.last_good = None if state["last_good"] is None else int(state["last_good"])
         self.streak = {d: int(n) for d, n in state["streak"].items()}
         self.history = {d: {int(s): {t: float(x) for t, x in v.items()} for s, v in steps.items()}
                         for d, steps in state["history"].items()}
+        self.same = {d: {int(s): (float(share), str(text)) for s, (share, text) in steps.items()}
+                     for d, steps in state.get("same", {}).items()}  # absent from checkpoints before the collapse check

@@ -39,6 +39,7 @@ from practicum.curriculum.parts import Curriculum, CurriculumConfig
 from practicum.curriculum.scaffold import is_scaffolded
 from practicum.curriculum.shaping import attempt_of, shape_group
 from practicum.envs.base import Domain
+from practicum.eval_metrics import same_reply
 from practicum.orchestrator import draw_seed
 from practicum.records import Group, Task
 from practicum.rollout import was_helped
@@ -248,16 +249,17 @@ class Driver:
         self._sync_targets()
 
     # --- after an evaluation ------------------------------------------------------------------------
-    def on_eval(self, step: int, per_task: Iterable[Any]) -> list[DriftDecision]:
+    def on_eval(self, step: int, per_task: Iterable[Any], episodes: dict[str, list[Any]] | None = None) -> list[DriftDecision]:
         """Record a held-out evaluation's per-task scores (rows with ``task``, ``domain``,
-        ``reward``) and return the drift guard's verdicts (none when it is off)."""
+        ``reward``) and, from its ``episodes`` per domain, the reply given to the most tasks (for
+        ``drift.collapse``); return the drift guard's verdicts (none when it is off)."""
         if not self.cfg.drift.enabled:
             return []
         scores: dict[str, dict[str, float]] = {}
         for row in per_task:
             scores.setdefault(row.domain, {})[row.task] = row.reward
         for name, s in scores.items():
-            self.cur.drift.record(step, name, s)
+            self.cur.drift.record(step, name, s, same_reply((episodes or {}).get(name, [])))
         decisions = self.cur.drift.check(step)
         for d in decisions:
             if d.action == "upweight":
