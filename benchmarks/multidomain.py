@@ -426,6 +426,7 @@ def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
     if "mixed" not in ok or "base" not in ok:
         return out
     verdicts = {d: table["mixed"][d]["vs_base"]["verdict"] for d in domains}
+    collapsed = collapsed_domains(ok, domains)
     singles = [d for d in domains if f"single:{d}" in ok]
     vs_single = {d: paired_diff(scores("mixed", d), scores(f"single:{d}", d)) for d in singles}
     complete = len(singles) == len(domains)
@@ -439,7 +440,9 @@ def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
                       if complete else None)
     t: dict[str, Any] = {
         "mixed_vs_base": verdicts,
-        "gains_on_every_domain": all(v == "gain" for v in verdicts.values()),
+        # a gain made of one reply to most tasks is what that answer happens to fit, not a skill
+        "collapsed_gains": {d: collapsed[d] for d, v in verdicts.items() if v == "gain" and d in collapsed},
+        "gains_on_every_domain": all(v == "gain" and d not in collapsed for d, v in verdicts.items()),
         "loses_on_none": not any(v == "loss" for v in verdicts.values()),
         "mixed_mean_over_domains": avg_mixed,
         "singles_mean_own_domain": avg_single,
@@ -455,6 +458,23 @@ def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
     }
     t["met"] = bool(t["gains_on_every_domain"] and t["loses_on_none"] and t["at_least_single_average"])
     out["target"] = t
+    return out
+
+
+def collapsed_domains(sides: dict[str, Any], domains: list[str]) -> dict[str, dict[str, Any]]:
+    """Domains on which the mixed side gave one reply to at least half the held-out tasks, and to
+    more of them than the base model did (the untrained model's own habit - gcd's base answers
+    '12', the example's first number, to 59% - is no collapse of training's making); a result
+    without replies (written before the benchmark kept them) has none."""
+    from practicum.eval_metrics import one_reply_to_most
+
+    out = {}
+    for d in domains:
+        final = sides["mixed"]["final"].get(d) or {}
+        top = final.get("same_reply") or {}
+        base = ((sides.get("base", {}).get("final") or {}).get(d) or {}).get("same_reply") or {}
+        if one_reply_to_most(len(final.get("scores") or {}), top.get("share")) and top["share"] > (base.get("share") or 0.0):
+            out[d] = {"share": top["share"], "text": top.get("text"), "base_share": base.get("share")}
     return out
 
 
@@ -503,8 +523,10 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
         lines += [
             "",
             f"- mixed vs base: {', '.join(f'{d} {v}' for d, v in t['mixed_vs_base'].items())}; "
-            f"gains on every domain: **{'yes' if t['gains_on_every_domain'] else 'no'}**, "
-            f"loses on none: **{'yes' if t['loses_on_none'] else 'no'}**.",
+            f"gains on every domain: **{'yes' if t['gains_on_every_domain'] else 'no'}**"
+            + "".join(f" ({d}'s gain is one reply, {(c['text'] or '')[:40]!r}, to {c['share']:.0%} of its tasks: not counted)"
+                      for d, c in (t.get("collapsed_gains") or {}).items())
+            + f", loses on none: **{'yes' if t['loses_on_none'] else 'no'}**.",
             f"- mean over domains: mixed {fmt(t['mixed_mean_over_domains'])}, single runs on their own domain "
             f"{fmt(t['singles_mean_own_domain'])}"
             + (f"; mixed - single (mean of per-domain paired differences): {diff_text(vs)}" if vs else "")

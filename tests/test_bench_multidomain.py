@@ -144,6 +144,32 @@ def test_target_verdict_on_made_up_sides():
     assert "collapsed onto one answer" in text and "mixed b 90% '<answer>1</answer>'" in text and "single:a b" not in text
 
 
+
+def test_a_gain_made_of_one_reply_to_most_tasks_does_not_count():
+    """mixed gains on a and b (8 of 10 against 0), but answers b with one reply to 9 of its 10
+    tasks where the base model's commonest reply answered 3: b's gain is not counted, so the
+    target is missed. When the base model answered b so itself (95%), the gain counts."""
+    ids = [f"t{i}" for i in range(10)]
+    zero = {i: 0.0 for i in ids}
+    eight = {i: (1.0 if k < 8 else 0.0) for k, i in enumerate(ids)}
+    result = {"sides": {"base": _side({"a": zero, "b": zero}), "mixed": _side({"a": eight, "b": eight}),
+                        "single:a": _side({"a": eight, "b": zero}), "single:b": _side({"a": zero, "b": eight})}}
+    assert md.analyse(result, ["a", "b"])["target"]["met"]
+    result["sides"]["mixed"]["final"]["b"]["same_reply"] = {"share": 0.9, "text": "<answer>1</answer>"}
+    result["sides"]["base"]["final"]["b"]["same_reply"] = {"share": 0.3, "text": "12"}
+    a = md.analyse(result, ["a", "b"])
+    t = a["target"]
+    assert t["mixed_vs_base"] == {"a": "gain", "b": "gain"}
+    assert t["collapsed_gains"] == {"b": {"share": 0.9, "text": "<answer>1</answer>", "base_share": 0.3}}
+    assert not t["gains_on_every_domain"] and not t["met"]
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "gains on every domain: **no** (b's gain is one reply, '<answer>1</answer>', to 90% of its tasks: not counted)" in text
+    result["sides"]["base"]["final"]["b"]["same_reply"] = {"share": 0.95, "text": "<answer>1</answer>"}
+    t = md.analyse(result, ["a", "b"])["target"]
+    assert t["collapsed_gains"] == {} and t["gains_on_every_domain"] and t["met"]
+
+
 def _machine() -> dict:
     return {"cpu": "cpu", "cpus_available": 2, "logical_cpus": 2, "memory_gib": 8, "torch": "2", "torch_threads": 2,
             "transformers": "5", "trl": None}
