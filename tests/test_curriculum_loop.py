@@ -367,6 +367,27 @@ class PoisonDomain(ToyDomain):
         return PoisonEnv(self.name, self.flag)
 
 
+def run_turned_at_40(tiny_run_config, run_dir: str, drift: dict, beta_cls, flag: dict, *overrides: str):
+    """A Run of alpha and a ``beta_cls`` beta (toy targets) with the drift guard's section
+    ``drift``, a held-out evaluation every 5 steps from step 0, and ``flag["on"]`` turned on from
+    step 41: both domains learn honestly for 40 steps first. Returns (run, config, log lines)."""
+    cfg = two_domains(tiny_run_config, run_dir, {"drift": drift}, "run.eval_every=5", "rollout.prompts_per_step=8",
+                      "rollout.group_size=8", "trainer.lr=0.005", "eval.before=true", "eval.after=false", *overrides)
+    torch.manual_seed(0)
+    random.seed(0)
+    lines: list[str] = []
+    run = Run(cfg, domains=[toy("alpha", ALPHA), beta_cls("beta", BETA, seed=3, eval_size=16, flag=flag)],
+              log=lines.append)
+    orig_step = run.train_step
+
+    async def step_turned(step: int):
+        flag["on"] = step > 40
+        return await orig_step(step)
+
+    run.train_step = step_turned  # type: ignore[method-assign]
+    return run, cfg, lines
+
+
 @pytest.mark.parametrize("reaction", ["warn", "upweight", "rollback", "escalate"])
 def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path, reaction, tmp_path):
     """Both domains learn for 40 steps; then beta's training reward is inverted (poisoned) and its
@@ -378,22 +399,8 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
     drift = {"enabled": True, "margin": 0.1, "patience": 1, "reaction": reaction, "min_tasks": 10}
     if reaction == "escalate":
         drift.update(reaction="upweight", escalate_after=1)
-    cur = {"drift": drift}
-    cfg = two_domains(tiny_run_config, f"drift_{reaction}", cur, "run.steps=90", "run.eval_every=5",
-                      "run.checkpoint_every=5", "run.keep_checkpoints=1", "rollout.prompts_per_step=8",
-                      "rollout.group_size=8", "trainer.lr=0.005", "eval.before=true", "eval.after=false")
-    torch.manual_seed(0)
-    random.seed(0)
-    lines: list[str] = []
-    run = Run(cfg, domains=[toy("alpha", ALPHA), PoisonDomain("beta", BETA, seed=3, eval_size=16, flag=flag)],
-              log=lines.append)
-    orig_step = run.train_step
-
-    async def step_with_poison(step: int):
-        flag["on"] = step > 40
-        return await orig_step(step)
-
-    run.train_step = step_with_poison  # type: ignore[method-assign]
+    run, cfg, lines = run_turned_at_40(tiny_run_config, f"drift_{reaction}", drift, PoisonDomain, flag,
+                                       "run.steps=90", "run.checkpoint_every=5", "run.keep_checkpoints=1")
     caught: dict[str, object] = {}
     orig_rollback = run.rollback
 
@@ -522,21 +529,8 @@ def test_drift_guard_catches_a_domain_collapsing_onto_one_reply(tiny_run_config,
     apart, records it, shows it in the step summary and reacts (warn); nothing before the hack."""
     flag = {"on": False}
     drift = {"enabled": True, "patience": 1, "reaction": "warn", "min_tasks": 10, "collapse": 0.8}
-    cfg = two_domains(tiny_run_config, "drift_collapse", {"drift": drift}, "run.steps=70", "run.eval_every=5",
-                      "run.checkpoint_every=100", "rollout.prompts_per_step=8", "rollout.group_size=8",
-                      "trainer.lr=0.005", "eval.before=true", "eval.after=false")
-    torch.manual_seed(0)
-    random.seed(0)
-    lines: list[str] = []
-    run = Run(cfg, domains=[toy("alpha", ALPHA), OneReplyDomain("beta", BETA, seed=3, eval_size=16, flag=flag)],
-              log=lines.append)
-    orig_step = run.train_step
-
-    async def step_with_hack(step: int):
-        flag["on"] = step > 40
-        return await orig_step(step)
-
-    run.train_step = step_with_hack  # type: ignore[method-assign]
+    run, cfg, lines = run_turned_at_40(tiny_run_config, "drift_collapse", drift, OneReplyDomain, flag,
+                                       "run.steps=70", "run.checkpoint_every=100")
     asyncio.run(train_async(cfg, run=run, log=lines.append))
     guard = [ln for ln in lines if ln.startswith("drift guard at step") and "beta:" in ln]
     assert guard and all(int(ln.split()[4].rstrip(":")) > 40 for ln in guard), lines  # nothing before the hack
