@@ -470,12 +470,17 @@ def collapsed_domains(sides: dict[str, Any], domains: list[str]) -> dict[str, di
 
     out = {}
     for d in domains:
-        final = sides["mixed"]["final"].get(d) or {}
-        top = final.get("same_reply") or {}
-        base = ((sides.get("base", {}).get("final") or {}).get(d) or {}).get("same_reply") or {}
-        if one_reply_to_most(len(final.get("scores") or {}), top.get("share")) and top["share"] > (base.get("share") or 0.0):
+        tasks, top = commonest_reply(sides["mixed"], d)
+        base = commonest_reply(sides.get("base", {}), d)[1]
+        if one_reply_to_most(tasks, top.get("share")) and top["share"] > (base.get("share") or 0.0):
             out[d] = {"share": top["share"], "text": top.get("text"), "base_share": base.get("share")}
     return out
+
+
+def commonest_reply(side: dict[str, Any], domain: str) -> tuple[int, dict[str, Any]]:
+    """A side's held-out tasks on ``domain`` and its ``same_reply`` record ({} when it has none)."""
+    final = (side.get("final") or {}).get(domain) or {}
+    return len(final.get("scores") or {}), final.get("same_reply") or {}
 
 
 def ci_text(c: dict[str, Any], signed: bool = False) -> str:
@@ -574,10 +579,9 @@ def same_reply_lines(result: dict[str, Any], sides: list[str], domains: list[str
 
     out = []
     for s in sides:
-        final = result["sides"][s].get("final") or {}
         for d in domains:
-            top = (final.get(d) or {}).get("same_reply") or {}
-            if one_reply_to_most(len((final.get(d) or {}).get("scores") or {}), top.get("share")):
+            tasks, top = commonest_reply(result["sides"][s], d)
+            if one_reply_to_most(tasks, top.get("share")):
                 out.append(f"{s} {d} {top['share']:.0%} {top['text'][:40]!r}")  # repr: a reply may hold newlines or backticks
     return out
 

@@ -221,9 +221,12 @@ class DriftGuard:
             return False
         return same[step][0] >= limit > same[varied][0]
 
+    def _candidates(self, domain: str, step: int) -> dict[int, dict[str, float]]:
+        """The evaluations before ``step`` a best can be chosen from: not empty, not collapsed."""
+        return {s: v for s, v in self.history.get(domain, {}).items() if s < step and v and not self._collapsed(domain, s)}
+
     def _best(self, domain: str, step: int) -> int | None:
-        earlier = {s: v for s, v in self.history.get(domain, {}).items()
-                   if s < step and v and not self._collapsed(domain, s)}
+        earlier = self._candidates(domain, step)
         # highest mean; ties: the earlier step
         return max(earlier, key=lambda s: (sum(earlier[s].values()) / len(earlier[s]), -s)) if earlier else None
 
@@ -253,8 +256,7 @@ class DriftGuard:
         else:
             p = paired_t_p([best[t] - now[t] for t in shared])
         drop = best_mean - cur_mean
-        candidates = sum(1 for s, v in self.history[domain].items() if s < step and v and not self._collapsed(domain, s))
-        regressed = collapsed or (drop > self.cfg.margin and p < self.cfg.alpha / candidates)
+        regressed = collapsed or (drop > self.cfg.margin and p < self.cfg.alpha / len(self._candidates(domain, step)))
         return self._react(step, domain, regressed, dict(best_step=best_step, best=best_mean, current=cur_mean,
                                                          drop=drop, p_value=p, test=test, tasks=len(shared)), seen)
 

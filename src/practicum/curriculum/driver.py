@@ -258,8 +258,9 @@ class Driver:
         scores: dict[str, dict[str, float]] = {}
         for row in per_task:
             scores.setdefault(row.domain, {})[row.task] = row.reward
+        collapse = self.cfg.drift.collapse is not None  # else no reply is read or kept
         for name, s in scores.items():
-            self.cur.drift.record(step, name, s, same_reply((episodes or {}).get(name, [])))
+            self.cur.drift.record(step, name, s, same_reply((episodes or {}).get(name, [])) if collapse else None)
         decisions = self.cur.drift.check(step)
         for d in decisions:
             if d.action == "upweight":

@@ -32,8 +32,9 @@ probability ``level(step) x (1 - probe_share)``; ``level`` falls from 1 to 0 bet
 on the domain's own groups drawn so far (``clock: groups``): in a mix a domain drawn once in six
 groups would otherwise lose its help after a sixth of the practice it gets alone, so a fade
 counted in groups means the same thing in a single-domain run and in any mix. The
-``probe_share`` of groups drawn without help measure the domain's success without it: once the mean reward of the last ``window``
-unscaffolded episodes reaches ``threshold``, the scaffold is removed for good
+``probe_share`` of groups drawn without help measure the domain's success without it: once the
+mean reward of the last ``window`` unscaffolded episodes reaches ``threshold``, the scaffold is
+removed for good
 (:class:`ScaffoldChange`, to be recorded). The fade counts the policy's steps: when the drift
 guard rolls the policy back, the steps of the discarded branch are added to ``delay``
 (:meth:`Curriculum.rewind`), so the help the restored policy had comes back with it; a groups
