@@ -204,7 +204,7 @@ def test_a_single_side_keeps_its_own_domains_scaffold_levels_and_shaping_and_not
 def test_the_benchmark_config_validates_for_every_side(tmp_path):
     args = md.parse_args(["--out", str(tmp_path / "m.json")])
     names = [d["name"] for d in md.read_raw(args.config, [])["domains"]]
-    assert names == ["arithmetic", "products", "gcd", "equations"]
+    assert names == ["arithmetic", "products", "decimals", "equations"]
     for side in md.side_names(names):
         cfg = md.side_config(args, side)
         assert cfg.run.dir == str(tmp_path / f"m_{side.replace(':', '_')}_run")  # beside --out, named after it
