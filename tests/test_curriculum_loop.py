@@ -238,6 +238,26 @@ def test_guided_groups_unaided_episodes_measure_success_without_help():
     assert drv.cur.scaffolds["alpha"].removed_at is not None  # 1.0 >= 0.9 over the window of 2
 
 
+def test_success_measured_on_a_missing_component_is_told_once_in_the_store():
+    """`success` names a component the domain's scores do not have (a typo, or another verifier):
+    the episodes count 0 - the scaffold stays - and the store records why, once."""
+    doms = [toy("alpha", ALPHA)]
+    cur = CurriculumConfig.model_validate({"scaffold": {"alpha": {"hint": "h", "schedule": "constant", "window": 2,
+                                                                  "threshold": 0.5, "success": "strcit"}}})
+    store = Store(":memory:")
+    drv = Driver(cur, doms, [1.0], seed=0, store=store)
+    task = doms[0].source.train_task(0)
+    for _ in range(2):
+        ep = Episode(task_id=task.id, domain="alpha", state=EpisodeState.done,
+                     score=Score(value=1.0, components={"strict": 1.0}))
+        ep.turns.append(Turn(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], text="x", finish_reason="stop",
+                             policy_version=0))
+        drv.observe(Group(task=task, episodes=[ep, ep.model_copy()], state=GroupState.ready))
+    assert drv.cur.scaffolds["alpha"].unaided == [0.0, 0.0] and drv.cur.scaffolds["alpha"].removed_at is None
+    told = [e for e in store.events() if e[1] == "curriculum" and e[4] == "scaffold"]
+    assert len(told) == 1 and "'strcit' counts 0 (its components: ['strict'])" in told[0][5]
+
+
 # --- filter, replay, scaffold on the real loop --------------------------------------------------
 def test_filter_drops_groups_without_signal_and_refills(tiny_run_config, tiny_model_path):
     """Under the band-pass filter no uniform group is trained; dropped ones carry the reason;

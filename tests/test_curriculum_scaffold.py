@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from practicum.curriculum.scaffold import Scaffold, ScaffoldChange, ScaffoldConfig, ScaffoldExample, is_scaffolded
-from practicum.records import Message, Task
+from practicum.records import Message, Score, Task
 
 HELP = {"examples": [ScaffoldExample(question="What is 2*3?", reply="<answer>6</answer>")],
         "hint": "Reply as <answer>N</answer>.", "prefix": "<answer>"}
@@ -73,6 +73,22 @@ def test_removed_for_good_once_success_without_help_passes_the_threshold():
     assert change == ScaffoldChange(domain="products", step=4, success=0.75)
     assert s.level(5) == 0.0 and s.removed_at == 4
     assert s.observe(False, [0.0] * 4, step=6) is None  # stays removed
+
+
+def test_success_can_be_one_component_of_the_score():
+    """`success: strict` counts a right answer only in the requested format: the math verifier's
+    0.3 for a right value without tags (the whole of a policy that dropped the format) is no
+    success, though its score's value reaches a threshold of 0.3."""
+    untagged = Score(value=0.3, components={"strict": 0.0, "lenient": 1.0, "format": 0.0})
+    tagged = Score(value=1.0, components={"strict": 1.0, "lenient": 1.0, "format": 1.0})
+    by_value = Scaffold("products", ScaffoldConfig(**HELP, schedule="constant", threshold=0.3, window=4))
+    assert by_value.observe(False, [by_value.measure(untagged)] * 4, step=3) is not None  # removed at 0.3
+    s = Scaffold("products", ScaffoldConfig(**HELP, schedule="constant", threshold=0.3, window=4, success="strict"))
+    assert s.observe(False, [s.measure(untagged)] * 4, step=3) is None and s.level(4) == 1.0
+    assert s.observe(False, [s.measure(tagged)], step=5) is None  # 1 of 4 right in tags: 0.25
+    assert s.observe(False, [s.measure(tagged)], step=6) == ScaffoldChange(domain="products", step=6, success=0.5)
+    assert s.measure(None) == 0.0 and s.lacking is None  # an episode with no score (it failed) is no success
+    assert s.measure(Score(value=1.0, components={"correct": 1.0})) == 0.0 and s.lacking == ["correct"]
 
 
 def test_config_validation():

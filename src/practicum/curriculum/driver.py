@@ -182,11 +182,16 @@ class Driver:
         if scaffold is not None:
             # the unaided episodes measure success without help: all of an unscaffolded group's, and
             # those of a guided group that ran without the prefix
-            unaided = [e.reward for e in group.episodes if e.trainable and not was_helped(e)]
+            unaided = [scaffold.measure(e.score) for e in group.episodes if e.trainable and not was_helped(e)]
+            if scaffold.lacking is not None and not scaffold.lack_told:
+                scaffold.lack_told = True
+                self.event("scaffold", name, f"{name}: a score without the scaffold's success component "
+                                             f"{scaffold.cfg.success!r} counts 0 (its components: {scaffold.lacking})")
             removed = scaffold.observe(is_scaffolded(task) and not task.metadata["scaffold"].get("guided"),
                                        unaided, self.step)
             if removed is not None:
-                self.event("scaffold", name, f"{name}: scaffold removed (success without it {removed.success:.2f} "
+                what = f"{scaffold.cfg.success} " if scaffold.cfg.success else ""
+                self.event("scaffold", name, f"{name}: scaffold removed ({what}success without it {removed.success:.2f} "
                                              f">= {scaffold.cfg.threshold})")
 
     def replay_batch(self, prompts: int) -> tuple[int, list[Group]]:

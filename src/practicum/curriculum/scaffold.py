@@ -33,8 +33,8 @@ on the domain's own groups drawn so far (``clock: groups``): in a mix a domain d
 groups would otherwise lose its help after a sixth of the practice it gets alone, so a fade
 counted in groups means the same thing in a single-domain run and in any mix. The
 ``probe_share`` of groups drawn without help measure the domain's success without it: once the
-mean reward of the last ``window`` unscaffolded episodes reaches ``threshold``, the scaffold is
-removed for good
+mean score of the last ``window`` unscaffolded episodes (or of one of its components, ``success``:
+``strict`` for a format scaffold) reaches ``threshold``, the scaffold is removed for good
 (:class:`ScaffoldChange`, to be recorded). The fade counts the policy's steps: when the drift
 guard rolls the policy back, the steps of the discarded branch are added to ``delay``
 (:meth:`Curriculum.rewind`), so the help the restored policy had comes back with it; a groups
@@ -52,7 +52,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from practicum.curriculum.base import Strict
-from practicum.records import Message, Task
+from practicum.records import Message, Score, Task
 
 
 class ScaffoldExample(Strict):
@@ -73,9 +73,14 @@ class ScaffoldConfig(Strict):
     fade_start: int = Field(default=0, ge=0, description="Step (or domain group, clock: groups) at which the scaffold starts to fade.")
     fade_end: int = Field(default=100, ge=1, description="Step (or domain group, clock: groups) by which the scaffold is gone.")
     stages: int = Field(default=4, ge=1, description="step schedule: number of equal drops between fade_start and fade_end.")
-    threshold: float | None = Field(default=0.5, ge=0, le=1, description="Remove the scaffold for good once the mean reward of "
-                                    "the last `window` unscaffolded episodes reaches this (None: schedule only).")
+    threshold: float | None = Field(default=0.5, ge=0, le=1, description="Remove the scaffold for good once the mean score (or "
+                                    "`success` component) of the last `window` unscaffolded episodes reaches this (None: "
+                                    "schedule only).")
     window: int = Field(default=32, ge=1, description="Unscaffolded episodes the success without help is measured over.")
+    success: str | None = Field(default=None, description="The component of the verifier's score that counts as success "
+                                "without help (e.g. `strict`: a right answer in the requested format); None: the score's "
+                                "value. A format scaffold wants the format's own component: a right answer without it "
+                                "still earns the math verifier's lenient 0.3.")
     probe_share: float = Field(default=0.1, ge=0, le=1, description="Least share of training groups drawn without the scaffold, to measure success without it.")
     guided: bool = Field(default=False, description="Train helped episodes against the plain prompt (a forced prefix as "
                          "the model's own tokens), with only `share` of a guided group's episodes helped (see the module).")
@@ -101,7 +106,7 @@ class ScaffoldChange(BaseModel):
 
     domain: str
     step: int
-    success: float  # mean reward of the last `window` unscaffolded episodes
+    success: float  # mean success (score, or its `success` component) of the last `window` unscaffolded episodes
 
 
 def is_scaffolded(task: Task) -> bool:
@@ -158,6 +163,8 @@ class Scaffold:
         # groups of this domain drawn so far (the clock of `clock: groups`); a resume restores the
         # checkpoint's count, so groups drawn after it and recovered in flight are not counted
         self.groups = 0
+        self.lacking: list[str] | None = None  # a score's components, the first time one lacked `success`
+        self.lack_told = False
 
     def level(self, step: int) -> float:
         """Share of help in force at ``step`` (under ``clock: groups``, after the groups drawn so
@@ -207,8 +214,20 @@ class Scaffold:
         scaffolded = task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
         return ScaffoldedTask(task=scaffolded, prefix=self.cfg.prefix)
 
+    def measure(self, score: Score | None) -> float:
+        """One unaided episode's success: its score's value, or its ``success`` component (0 when
+        the episode has no score or the score lacks the component)."""
+        if score is None:
+            return 0.0
+        if self.cfg.success is None:
+            return score.value
+        if self.cfg.success not in score.components and self.lacking is None:
+            self.lacking = sorted(score.components)  # told once (the driver records it): likely a misnamed component
+        return float(score.components.get(self.cfg.success, 0.0))
+
     def observe(self, scaffolded: bool, rewards: list[float], step: int) -> ScaffoldChange | None:
-        """A finished group; unscaffolded ones measure success without help."""
+        """A finished group; unscaffolded ones measure success without help (``rewards``: each
+        unaided episode's :meth:`measure`)."""
         if scaffolded or self.removed_at is not None:
             return None
         self.unaided = (self.unaided + list(rewards))[-self.cfg.window:]
