@@ -25,7 +25,7 @@ from practicum.engines.scripted import ScriptedEngine
 from practicum.envs.base import Observation
 from practicum.envs.toy import ToyDomain, ToyEnv, word_score
 from practicum.errors import CheckpointError, ConfigError
-from practicum.loop import Run, train_async
+from practicum.loop import Run, build_samples, train_async
 from practicum.orchestrator import draw_task
 from practicum.records import Episode, EpisodeState, Group, GroupState, Message, Score, Task, Turn
 from practicum.rollout import run_episode, was_helped
@@ -181,6 +181,27 @@ def test_guided_examples_and_hint_are_shown_to_the_engine_and_left_out_of_the_tr
     ids, mask, _ = ep.training_sequence()
     assert ids == turn.prompt_ids + turn.completion_ids and sum(mask) == len(turn.completion_ids)
     assert was_helped(ep) and ep.reward == 1.0
+
+
+def test_only_a_guided_groups_helped_episodes_become_guided_samples():
+    """build_samples marks the samples of episodes a guided scaffold helped (the trainer takes
+    them as the policy's own), and neither the group's unaided episodes nor those of a scaffold
+    that shows its help in the trained context (not guided: its log-probs are of that context)."""
+    plain = Task(id="alpha/train/0", domain="alpha", prompt=[Message(role="user", content="say seven")], target="seven")
+    guided = Scaffold("alpha", ScaffoldConfig(hint="one word", guided=True, share=0.5)).apply(plain).task
+    shown = Scaffold("alpha", ScaffoldConfig(hint="one word")).apply(plain).task
+    replies = iter(["seven", "three", "seven", "three", "seven", "three"])
+    engine = ScriptedEngine(lambda _p, _c: next(replies))
+
+    def episodes(task: Task) -> list[Episode]:
+        return [asyncio.run(run_episode(slot_task(task, i, 2), Recorder(), engine, SamplingParams(max_new_tokens=8)))
+                for i in range(2)]
+
+    samples, _ = build_samples([Group(task=guided, episodes=episodes(guided), state=GroupState.ready),
+                                Group(task=shown, episodes=episodes(shown), state=GroupState.ready),
+                                Group(task=plain, episodes=episodes(plain), state=GroupState.ready)], "grpo")
+    assert [s.guided for s in samples] == [True, False, False, False, False, False]
+    assert [s.advantage > 0 for s in samples] == [True, False] * 3  # "seven" right, "three" wrong in every group
 
 
 def test_a_guided_episode_whose_environment_moved_the_help_is_a_recorded_failure():

@@ -169,6 +169,27 @@ def test_none_ignores_the_behaviour_logprobs(tiny_model_path):
     assert sa["loss"] == sb["loss"] and sb["mismatch_abs_logp"] == pytest.approx(3.0, abs=1e-5)
 
 
+@pytest.mark.parametrize("algo", [{}, {"off_policy": "tis"}, {"off_policy": "decoupled", "decoupled_cap": 5.0}])
+def test_a_guided_sample_is_trained_as_the_policys_own_under_every_correction(tiny_model_path, algo):
+    """A guided scaffold's helped sample was drawn by the engine with help in its context that the
+    trained context lacks: here the engine found every token e^3 times likelier than the trainer
+    does (pi_plain / pi_helped = e^-3). Marked guided, it takes exactly the update off_policy
+    none takes (weight 1, loss -0.75) and shows no mismatch; unmarked, tis would scale its loss by
+    e^-3 = 0.0498 - the guidance all but cancelled on the tokens it is there to teach."""
+    logps = _trainer_logprobs(_trainer(tiny_model_path), SIGNED)
+    helped = _with_behaviour(SIGNED, logps, 3.0)
+    guided = [Sample(s.ids, s.mask, s.behaviour_logprobs, s.advantage, guided=True) for s in helped]
+    base, tr = _trainer(tiny_model_path), _trainer(tiny_model_path, **algo)
+    a, b = base.update(SIGNED), tr.update(guided)
+    wa, wb = _weights(base), _weights(tr)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert a["loss"] == b["loss"] == pytest.approx(-0.75) and (b["mismatch_abs_logp"], b["mismatch_kl"]) == (0.0, 0.0)
+    if algo.get("off_policy") == "tis":
+        unmarked = _trainer(tiny_model_path, **algo).update(helped)
+        assert unmarked["loss"] == pytest.approx(-0.75 * math.exp(-3.0), rel=1e-4)
+        assert unmarked["mismatch_abs_logp"] == pytest.approx(3.0, abs=1e-5)
+
+
 @pytest.mark.parametrize(
     "algo, loss",
     [

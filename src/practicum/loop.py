@@ -38,6 +38,7 @@ from practicum.hardware import resolve_dtype
 from practicum.metrics import MetricsWriter
 from practicum.orchestrator import Limits, Orchestrator, Policy
 from practicum.records import Group
+from practicum.rollout import was_guided
 from practicum.store import Store
 from practicum.trainer import Sample, Trainer
 
@@ -89,7 +90,7 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind,
             uniform += 1
         for ep, a in zip(eps, adv):
             ids, mask, logps = ep.training_sequence()
-            samples.append(Sample(ids, mask, logps, a))
+            samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep)))
     return samples, uniform / max(len(groups), 1)
 
 

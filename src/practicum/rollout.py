@@ -236,6 +236,12 @@ def was_helped(ep: Episode) -> bool:
     return "scaffold" in ep.info.extra
 
 
+def was_guided(ep: Episode) -> bool:
+    """Whether a guided scaffold helped this episode: the engine saw help that the context it is
+    trained against lacks (see :mod:`practicum.curriculum.scaffold`)."""
+    return bool((ep.info.extra.get("scaffold") or {}).get("guided"))
+
+
 async def _end(x: _Live, reason: EndReason, message: str) -> None:
     """End a running episode at a limit: let the environment score what was reached."""
     ep = x.episode

@@ -49,6 +49,9 @@ class Sample:
     mask: list[int]  # 1 on tokens the policy generated, [L]
     behaviour_logprobs: list[float]  # engine log-probs on masked tokens (0 elsewhere), [L]
     advantage: float
+    # a guided scaffold's helped episode: the engine sampled it with help the trained context lacks, so
+    # its log-probs are of another context, no proposal to correct from: trained as the policy's own
+    guided: bool = False
 
 
 def _prefix_len(s: Sample) -> int:
@@ -65,7 +68,7 @@ class PackedBatch:
 
     ids, positions: [R, L]; attention: [R, 1, L, L] bool (True = may attend);
     pred_index: [S, T] flat index (row * L + position) of the logits that predict each of
-    sample s's continuation tokens; targets, mask, behaviour: [S, T]; advantages: [S].
+    sample s's continuation tokens; targets, mask, behaviour: [S, T]; advantages, guided: [S].
     """
 
     ids: torch.Tensor
@@ -76,6 +79,7 @@ class PackedBatch:
     mask: torch.Tensor
     behaviour: torch.Tensor
     advantages: torch.Tensor
+    guided: torch.Tensor
 
     def to(self, device: torch.device) -> PackedBatch:
         return PackedBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
@@ -118,7 +122,8 @@ class PackedBatch:
                 start = end
                 s_i += 1
         advantages = torch.tensor([m.advantage for m in samples], dtype=torch.float32)
-        return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages)
+        guided = torch.tensor([m.guided for m in samples], dtype=torch.bool)
+        return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages, guided)
 
 
 class Trainer:
@@ -167,7 +172,8 @@ class Trainer:
         Returns the step's statistics; over the trained tokens: ``mismatch_abs_logp`` (mean
         |log pi_train - log pi_behaviour|), ``mismatch_kl`` (k3 estimate of
         KL(pi_behaviour || pi_train)), ``is_truncated_frac`` (share of tokens whose weight
-        pi_train / pi_behaviour exceeds ``algorithm.weight_cap``)."""
+        pi_train / pi_behaviour exceeds ``algorithm.weight_cap``). A ``guided`` sample is trained as
+        the policy's own under every correction (weight 1) and its tokens count with no gap."""
         t0 = time.perf_counter()
         algo = self.algo
         keep = [s for s in samples if any(s.mask) and (algo.kl_coef > 0 or abs(s.advantage) > 1e-8)]
@@ -192,7 +198,11 @@ class Trainer:
             # the proximal ("old") policy is the current one: one update per batch of rollouts, so
             # no second forward pass; the behaviour policy is the engine's, possibly stale
             prox_logp = logp.detach()
-            per_tok, clipped = surrogate(logp, prox_logp, mb.behaviour, mb.advantages,
+            # a guided sample's behaviour is taken to be the policy itself (weight 1, no mismatch): its
+            # engine log-probs are of the helped context, and pi_plain / pi_helped would all but cancel
+            # the update on the very tokens the help is there to teach
+            behaviour = torch.where(mb.guided[:, None], prox_logp, mb.behaviour)
+            per_tok, clipped = surrogate(logp, prox_logp, behaviour, mb.advantages,
                                          algo.clip_low, algo.clip_high, algo.weight_cap)
             if self.ref_model is not None:
                 with torch.no_grad():
@@ -207,7 +217,7 @@ class Trainer:
             totals["clip_frac"] += float((clipped * tmask).sum())
             totals["tokens"] += n_tok
             # how far the sampler (bf16 numerics, older weights) is from the policy being trained
-            gap = A.mismatch(prox_logp, mb.behaviour, tmask, algo.weight_cap)
+            gap = A.mismatch(prox_logp, behaviour, tmask, algo.weight_cap)
             totals["mismatch_abs_logp"] += float(gap.abs_logp)
             totals["mismatch_kl"] += float(gap.kl)
             totals["is_truncated"] += float(gap.truncated)
