@@ -182,9 +182,9 @@ class Driver:
         if scaffold is not None:
             # the unaided episodes measure success without help: all of an unscaffolded group's, and
             # those of a guided group that ran without the prefix
+            lacked_before = scaffold.lacking is not None
             unaided = [scaffold.measure(e.score) for e in group.episodes if e.trainable and not was_helped(e)]
-            if scaffold.lacking is not None and not scaffold.lack_told:
-                scaffold.lack_told = True
+            if scaffold.lacking is not None and not lacked_before:  # told once, the first time
                 self.event("scaffold", name, f"{name}: a score without the scaffold's success component "
                                              f"{scaffold.cfg.success!r} counts 0 (its components: {scaffold.lacking})")
             removed = scaffold.observe(is_scaffolded(task) and not task.metadata["scaffold"].get("guided"),

@@ -167,7 +167,6 @@ class Scaffold:
         # checkpoint's count, so groups drawn after it and recovered in flight are not counted
         self.groups = 0
         self.lacking: list[str] | None = None  # a score's components, the first time one lacked `success`
-        self.lack_told = False
 
     def level(self, step: int) -> float:
         """Share of help in force at ``step`` (under ``clock: groups``, after the groups drawn so
