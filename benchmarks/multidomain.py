@@ -456,7 +456,13 @@ def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
         "single_on_other_domains": {d: {o: table[f"single:{d}"][o]["vs_base"] for o in domains if o != d}
                                     for d in singles},
     }
-    t["met"] = bool(t["gains_on_every_domain"] and t["loses_on_none"] and t["at_least_single_average"])
+    # the target compares sides of one wall-clock budget; a result that took sides of another
+    # (--reuse-other-budget) reports the comparison and does not judge it
+    budgets = {s: r.get("minutes") for s, r in ok.items() if s != "base"}
+    if len({m for m in budgets.values() if m is not None}) > 1:
+        t["budgets_differ"] = budgets
+    t["met"] = bool(t["gains_on_every_domain"] and t["loses_on_none"] and t["at_least_single_average"]
+                    and "budgets_differ" not in t)
     out["target"] = t
     return out
 
@@ -544,7 +550,12 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
         if t["mixed_vs_ablation_per_domain"]:
             lines.append("- mixed vs ablation (the curriculum's own effect): " + ", ".join(
                 f"{d} {diff_text(c)}" for d, c in t["mixed_vs_ablation_per_domain"].items()) + ".")
-        lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
+        if t.get("budgets_differ"):
+            lines.append("- sides of different training budgets (minutes: " + ", ".join(
+                f"{s} {m:g}" for s, m in t["budgets_differ"].items() if m is not None)
+                + "): the target compares one budget and is **not judged** here.")
+        else:
+            lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
     collapsed = same_reply_lines(result, order, domains)
     if collapsed:
         lines += ["", "One reply to most held-out tasks (a policy collapsed onto one answer; its score is the share of "
@@ -612,6 +623,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reuse", default=None, metavar="JSON",
                    help="an earlier result of this benchmark: its sides that --sides does not run are taken from it "
                         "(same domains, held-out tasks paired by id), so a new run of one side is judged against the rest")
+    p.add_argument("--reuse-other-budget", action="store_true",
+                   help="with --reuse: take sides trained for another number of minutes too (a deliberate "
+                        "comparison across budgets; the target is then not judged)")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -621,20 +635,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def reused_sides(path: str, domains: list[str], running: list[str]) -> dict[str, Any]:
+def reused_sides(path: str, domains: list[str], running: list[str], minutes: float | None = None,
+                 eval_tokens: int | None = None, other_budget: bool = False) -> dict[str, Any]:
     """The sides of the earlier result at ``path`` that this run does not run itself, each marked
-    with when it ran (a side that result had itself reused keeps its own date). Refuses a result
-    of other domains: its held-out tasks would not pair."""
+    with when it ran (a side that result had itself reused keeps its own date) and the minutes it
+    trained for. Refuses a result of other domains (its held-out tasks would not pair) or of
+    another evaluation length, and - unless ``other_budget`` - a trained side of another training
+    budget than ``minutes``: the target compares sides of one wall-clock budget. A side without
+    its own record of minutes (results written before sides kept one) is taken at its result's."""
     try:
         prior = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise SystemExit(f"--reuse {path}: cannot read it as a result: {e}") from e
     if not isinstance(prior, dict) or prior.get("benchmark") != "multidomain" or prior.get("settings", {}).get("domains") != domains:
         raise SystemExit(f"--reuse {path}: not a multidomain result over the domains {domains}")
+    settings = prior["settings"]
+    if eval_tokens is not None and settings.get("eval_tokens") not in (None, eval_tokens):
+        raise SystemExit(f"--reuse {path}: its sides were evaluated with {settings['eval_tokens']} new tokens, "
+                         f"this run with {eval_tokens}: their scores do not compare")
     out = {}
     for s, r in prior.get("sides", {}).items():
-        if s not in running and "final" in r:
-            out[s] = {**r, "reused_from": r.get("reused_from") or prior.get("started")}
+        if s in running or "final" not in r:
+            continue
+        side_minutes = r.get("minutes", settings.get("minutes"))
+        if s != "base" and minutes is not None and side_minutes != minutes and not other_budget:
+            raise SystemExit(f"--reuse {path}: side {s} trained for {side_minutes} minutes, this run trains for "
+                             f"{minutes}: not the same budget (--reuse-other-budget compares them anyway, and "
+                             "the target is then not judged)")
+        out[s] = {**r, "reused_from": r.get("reused_from") or prior.get("started"), "minutes": side_minutes}
     return out
 
 
@@ -650,7 +678,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown side(s) {unknown}; choose from {side_names(domains)}")
     out = Path(args.out)
-    reused = reused_sides(args.reuse, domains, sides) if args.reuse else {}
+    reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget)
+              if args.reuse else {})
     result: dict[str, Any] = {
         "benchmark": "multidomain",
         "command": command_line(),
@@ -665,7 +694,7 @@ def main() -> None:
         result["reused"] = {"from": args.reuse, "sides": list(reused)}
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
     for s in sides:
-        res = run_side(s, argv, side_file(out, s, ".part.json"))
+        res = {**run_side(s, argv, side_file(out, s, ".part.json")), "minutes": args.minutes}
         result["sides"][s] = res
         result["analysis"] = analyse(result, domains)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -251,3 +251,37 @@ def test_reuse_takes_the_earlier_runs_other_sides_and_refuses_other_domains(tmp_
     for bad in (tmp_path / "broken.json", tmp_path / "missing.json"):
         with pytest.raises(SystemExit, match="cannot read it as a result"):
             md.reused_sides(str(bad), ["a", "b"], ["mixed"])
+
+
+def test_reuse_refuses_sides_of_another_budget_and_the_target_is_not_judged_across_budgets(tmp_path):
+    """The target compares sides trained for one wall-clock budget: a 10-minute single reused by a
+    20-minute run is refused, unless asked for, and then the report does not judge the target."""
+    import json
+
+    ids = [f"t{i}" for i in range(10)]
+    zero = {i: 0.0 for i in ids}
+    eight = {i: (1.0 if k < 8 else 0.0) for k, i in enumerate(ids)}
+    prior = {"benchmark": "multidomain", "started": "2026-12-05 10:00:00",
+             "settings": {"domains": ["a"], "minutes": 10, "eval_tokens": 48},
+             "sides": {"base": _side({"a": zero}), "single:a": _side({"a": eight}),
+                       "ablation": {**_side({"a": zero}), "minutes": 5}}}  # its own record beats the settings'
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior))
+    got = md.reused_sides(str(path), ["a"], ["mixed", "ablation"], minutes=10, eval_tokens=48)
+    assert sorted(got) == ["base", "single:a"] and got["single:a"]["minutes"] == 10
+    with pytest.raises(SystemExit, match="side single:a trained for 10 minutes, this run trains for 20"):
+        md.reused_sides(str(path), ["a"], ["mixed"], minutes=20, eval_tokens=48)
+    with pytest.raises(SystemExit, match="side ablation trained for 5 minutes"):
+        md.reused_sides(str(path), ["a"], ["mixed", "single:a"], minutes=10, eval_tokens=48)
+    with pytest.raises(SystemExit, match="evaluated with 48 new tokens, this run with 64"):
+        md.reused_sides(str(path), ["a"], ["mixed"], minutes=10, eval_tokens=64)
+    # base trains nothing: any budget pairs with it
+    assert "base" in md.reused_sides(str(path), ["a"], ["mixed", "single:a", "ablation"], minutes=20, eval_tokens=48)
+
+    sides = md.reused_sides(str(path), ["a"], ["mixed", "ablation"], minutes=20, eval_tokens=48, other_budget=True)
+    sides["mixed"] = {**_side({"a": {i: 1.0 for i in ids}}), "minutes": 20}
+    t = md.analyse({"sides": sides}, ["a"])["target"]
+    assert t["budgets_differ"] == {"single:a": 10, "mixed": 20}
+    assert t["gains_on_every_domain"] and t["at_least_single_average"] and not t["met"]  # met otherwise; not judged
+    sides["mixed"]["minutes"] = 10
+    assert md.analyse({"sides": sides}, ["a"])["target"]["met"]
