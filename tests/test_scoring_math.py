@@ -203,3 +203,42 @@ def test_jsonl_missing_or_empty_file_is_a_task_error(tmp_path):
     empty.write_text("\n\n")
     with pytest.raises(TaskError, match="empty.jsonl"):
         JsonlMathSource("m", empty, "", 0, 0.2)
+
+
+def test_closeness_is_partial_credit_reported_beside_the_score_never_in_it(tmp_path):
+    """With closeness on, a tagged number earns 1 / (1 + |answer - target|): 1 right, 0.5 one off,
+    0.2 four off, 0.1 nine off (on a decimal target too); 0 without a tagged number, and for
+    a target that is not a number. The score's value is what it is without closeness."""
+    rows = [{"question": "12?", "answer": "12"}, {"question": "6.5?", "answer": "6.5"},
+            {"question": "half?", "answer": "\\frac{1}{2}"}]
+    src = JsonlMathSource("m", _jsonl(tmp_path, rows), "", seed=0, eval_fraction=0.0)
+    plain, close = MathEnv("m", src, RewardWeights()), MathEnv("m", src, RewardWeights(), with_closeness=True)
+    task = {t.target: t for t in (src.train_task(i) for i in range(3))}
+    twelve, decimal, half = task["12"], task["6.5"], task["\\frac{1}{2}"]
+    for reply, want in [("<answer>12</answer>", 1.0), ("<answer>13</answer>", 0.5), ("<answer>8</answer>", 0.2),
+                        ("<answer>21</answer>", 0.1), ("<answer>-12</answer>", 1 / 25),
+                        ("the answer is 12", 0.0),  # right leniently, but no tagged number to be near
+                        ("<answer>twelve</answer>", 0.0)]:
+        got = _score(close, twelve, reply)
+        assert got.components["closeness"] == pytest.approx(want), reply
+        assert got.value == _score(plain, twelve, reply).value, reply
+        assert "closeness" not in _score(plain, twelve, reply).components
+    assert _score(close, decimal, "<answer>6.4</answer>").components["closeness"] == pytest.approx(1 / 1.1)
+    assert _score(close, decimal, "<answer>6.50</answer>").components["closeness"] == 1.0  # right by value
+    assert _score(close, half, "<answer>0.5</answer>").components["closeness"] == 1.0  # right: math-verify says so
+    assert _score(close, half, "<answer>0.4</answer>").components["closeness"] == 0.0  # a LaTeX target: no distance
+
+
+def test_closeness_feeds_the_curriculums_partial_credit():
+    """shaping: {partial: 0.3, partial_key: closeness} adds 0.3 x closeness to the shaped reward."""
+    from practicum.curriculum.shaping import Attempt, ShapingConfig, shape_group
+    from practicum.records import Score
+
+    cfg = ShapingConfig(correctness=1.0, format=0.5, partial=0.3, partial_key="closeness")
+    near = Attempt(reply="<answer>13</answer>", tokens=5,
+                   score=Score(value=0.0, components={"strict": 0.0, "lenient": 0.0, "format": 1.0, "closeness": 0.5}))
+    far = Attempt(reply="<answer>40</answer>", tokens=5,
+                  score=Score(value=0.0, components={"strict": 0.0, "lenient": 0.0, "format": 1.0, "closeness": 1 / 29}))
+    got = shape_group([near, far], cfg, max_tokens=48)
+    assert got[0].total == pytest.approx(0.5 + 0.3 * 0.5) and got[0].components["partial"] == 0.5
+    assert got[1].total == pytest.approx(0.5 + 0.3 / 29)

@@ -19,6 +19,10 @@ Config (a domain section with ``env: math``)::
 ``options.reward`` weighs the score components: ``strict`` (the answer inside
 ``<answer></answer>`` tags is right), ``lenient`` (the answer read leniently — the last number
 when there are no tags — is right) and ``format`` (exactly one tag pair, right or wrong).
+``closeness: true`` adds a fourth component, not weighed into the score: how near a wrong
+tagged number came, ``1 / (1 + |answer - target|)`` (1 when right, 0.5 one off, 0 without a
+number in tags), for the curriculum's partial credit (``shaping: {D: {partial: w,
+partial_key: closeness}}``): a group whose replies are all wrong then still ranks them.
 
 Task file for ``practicum verify math --task TASK.json --answer REPLY.txt``: a JSON object with
 ``question`` and ``answer`` (string or number; optional ``id``) checked with math-verify, or a
@@ -59,6 +63,9 @@ class RewardOptions(Options):
     strict: float = Field(0.7, ge=0, description="Weight of a right answer in the requested format.")
     lenient: float = Field(0.3, ge=0, description="Weight of a right answer read leniently (last number).")
     format: float = Field(0.0, ge=0, description="Weight of using the requested format at all, right or wrong. Default 0: a format-only reward was gamed by echoing the instruction (see docs/quickstart.md).")
+    closeness: bool = Field(False, description="Also report `closeness`, 1 / (1 + |answer - target|) for a number in the "
+                            "answer tags and a numeric target (else 0): partial credit for curriculum shaping "
+                            "(`partial_key: closeness`); never weighed into the score.")
 
     @model_validator(mode="after")
     def _some_weight(self) -> RewardOptions:
@@ -107,7 +114,7 @@ class MathPlugin:
         else:
             source = JsonlMathSource(section.name, resolve_path(src.path or "", ctx.base_dir), system, ctx.seed,
                                      src.eval_fraction, examples)
-        return MathDomain(section.name, source, options.reward.weights())
+        return MathDomain(section.name, source, options.reward.weights(), options.reward.closeness)
 
     def load_task(self, path: Path) -> Task:
         data = read_task_json(path)

@@ -18,6 +18,7 @@ checked), so ``practicum verify math`` scores a task file exactly as training do
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,36 +85,61 @@ def correct(task: Task, answer: str | None) -> bool:
     return bool(gold and pred and verify(gold, pred))
 
 
+def _number(text: object) -> float | None:
+    """``text`` as a finite number (``"-3"``, ``" 7.70 "``), else None."""
+    try:
+        x = float(str(text).strip())
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def closeness(task: Task, answer: str | None, right: bool) -> float:
+    """Partial credit for a tagged answer: 1 when right, else 1 / (1 + |answer - target|) when
+    both are plain numbers, else 0 (no tagged number, or a target that is not one)."""
+    if right:
+        return 1.0
+    a, t = _number(answer) if answer is not None else None, _number(task.target)
+    return 0.0 if a is None or t is None else 1.0 / (1.0 + abs(a - t))
+
+
 def score_reply(task: Task, reply: str, weights: RewardWeights,
-                check: Callable[[Task, str | None], bool] = correct) -> Score:
-    """The score of one reply: ``strict``, ``lenient`` and ``format`` combined by ``weights``."""
+                check: Callable[[Task, str | None], bool] = correct, with_closeness: bool = False) -> Score:
+    """The score of one reply: ``strict``, ``lenient`` and ``format`` combined by ``weights``;
+    with ``with_closeness`` also :func:`closeness`, reported, never weighed into the value."""
     ex = extract_answer(reply)
     strict = ex.strict is not None and check(task, ex.strict)
     lenient = strict or (ex.lenient is not None and check(task, ex.lenient))
     comps = {"strict": float(strict), "lenient": float(lenient), "format": float(ex.formatted)}
+    value = weights.combine(comps)
+    if with_closeness:
+        comps["closeness"] = closeness(task, ex.strict, strict)
     why = (
         f"answer {ex.strict!r} in tags" if ex.formatted else f"no answer tags; last number {ex.lenient!r}"
     ) + f"; target {task.target!r}"
-    return Score(value=weights.combine(comps), components=comps, explanation=why)
+    return Score(value=value, components=comps, explanation=why)
 
 
 class MathEnv(SingleTurnEnv):
     """One single-turn episode: show the problem, score the one reply."""
 
-    def __init__(self, domain: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights) -> None:
-        super().__init__(domain, lambda task, reply: score_reply(task, reply, weights, source.correct))
+    def __init__(self, domain: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights,
+                 with_closeness: bool = False) -> None:
+        super().__init__(domain, lambda task, reply: score_reply(task, reply, weights, source.correct, with_closeness))
         self.source = source
         self.weights = weights
 
 
 class MathDomain:
-    def __init__(self, name: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights) -> None:
+    def __init__(self, name: str, source: ReasoningGymSource | JsonlMathSource, weights: RewardWeights,
+                 with_closeness: bool = False) -> None:
         self.name = name
         self.source = source
         self.weights = weights
+        self.with_closeness = with_closeness
 
     def make_env(self) -> MathEnv:
-        return MathEnv(self.name, self.source, self.weights)
+        return MathEnv(self.name, self.source, self.weights, self.with_closeness)
 
     async def close(self) -> None:
         return None
