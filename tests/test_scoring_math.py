@@ -229,16 +229,22 @@ def test_closeness_is_partial_credit_reported_beside_the_score_never_in_it(tmp_p
     assert _score(close, half, "<answer>0.4</answer>").components["closeness"] == 0.0  # a LaTeX target: no distance
 
 
-def test_closeness_feeds_the_curriculums_partial_credit():
-    """shaping: {partial: 0.3, partial_key: closeness} adds 0.3 x closeness to the shaped reward."""
+def test_closeness_feeds_the_curriculums_partial_credit(tmp_path):
+    """The math env's own scores through shaping {partial: 0.3, partial_key: closeness}: an
+    all-wrong group is ranked by nearness (one off above nine off), where without closeness its
+    replies all shape alike; a right reply gets the full 0.3."""
     from practicum.curriculum.shaping import Attempt, ShapingConfig, shape_group
-    from practicum.records import Score
 
+    src = JsonlMathSource("m", _jsonl(tmp_path, [{"question": "12?", "answer": "12"}]), "", seed=0, eval_fraction=0.0)
+    task = src.train_task(0)
     cfg = ShapingConfig(correctness=1.0, format=0.5, partial=0.3, partial_key="closeness")
-    near = Attempt(reply="<answer>13</answer>", tokens=5,
-                   score=Score(value=0.0, components={"strict": 0.0, "lenient": 0.0, "format": 1.0, "closeness": 0.5}))
-    far = Attempt(reply="<answer>40</answer>", tokens=5,
-                  score=Score(value=0.0, components={"strict": 0.0, "lenient": 0.0, "format": 1.0, "closeness": 1 / 29}))
-    got = shape_group([near, far], cfg, max_tokens=48)
-    assert got[0].total == pytest.approx(0.5 + 0.3 * 0.5) and got[0].components["partial"] == 0.5
-    assert got[1].total == pytest.approx(0.5 + 0.3 / 29)
+    replies = ["<answer>13</answer>", "<answer>21</answer>", "<answer>12</answer>"]
+
+    def shaped(env: MathEnv) -> list[float]:
+        attempts = [Attempt(reply=r, tokens=5, score=_score(env, task, r)) for r in replies]
+        return [x.total for x in shape_group(attempts, cfg, max_tokens=48)]
+
+    near, far, right = shaped(MathEnv("m", src, RewardWeights(), with_closeness=True))
+    assert near == pytest.approx(0.5 + 0.3 * 0.5) and far == pytest.approx(0.5 + 0.3 * 0.1)
+    assert right == pytest.approx(1.0 + 0.5 + 0.3)
+    assert shaped(MathEnv("m", src, RewardWeights()))[:2] == [0.5, 0.5]  # without it: nothing to rank by
