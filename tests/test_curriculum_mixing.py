@@ -82,6 +82,52 @@ def test_a_dropped_group_is_drawn_again():
     assert s.next_domain() == "a"
 
 
+def draw_and_train(s: DeficitSampler, n: int) -> str:
+    seq = ""
+    for _ in range(n):
+        d = s.next_domain()
+        s.drawn(d)
+        s.trained(d)
+        seq += d
+    return seq
+
+
+def test_a_changed_target_holds_from_the_change_on():
+    """An up-weight of a from 1/4 to 2/5 after 120 groups: the draws after it follow 2:1:1:1 at
+    once - judged against the whole run's counts, a would be drawn alone for 31 draws (until
+    0.4 x (121 + n) - 30 - n falls to the others' 0.2 x (121 + n) - 30)."""
+    s = DeficitSampler({"a": 1, "b": 1, "c": 1, "d": 1})
+    assert draw_and_train(s, 120) == "abcd" * 30
+    s.set_targets({"a": 2, "b": 1, "c": 1, "d": 1})
+    assert draw_and_train(s, 10) == "abcdaabcda"  # 4 a, 2 each of the rest in every 10
+    assert Counter(draw_and_train(s, 50)) == {"a": 20, "b": 10, "c": 10, "d": 10}
+    assert sum(s.offset.values()) == pytest.approx(0.0)
+    s.set_targets({"a": 1, "b": 1, "c": 1, "d": 1})  # back to 1:1:1:1: a is not left out to pay back
+    assert Counter(draw_and_train(s, 8)) == {"a": 2, "b": 2, "c": 2, "d": 2}
+    assert s.shares()["a"] == pytest.approx((30 + 24 + 2) / 188)  # shares are the real counts
+
+
+def test_a_target_change_keeps_the_lag_of_a_slow_domain():
+    """b's groups were dropped (stale), so b lags by 2 when the target changes: the lag is kept
+    and b is drawn first, then the new 1:3 ratio."""
+    s = DeficitSampler({"a": 1, "b": 1})
+    draw_and_train(s, 20)
+    s.drawn("b")
+    s.settled("b")
+    s.drawn("b")
+    s.settled("b")
+    s.drawn("a")
+    s.trained("a")
+    s.drawn("a")
+    s.trained("a")  # a 12, b 10
+    s.set_targets({"a": 1, "b": 3})
+    seq = draw_and_train(s, 10)
+    assert seq[:2] == "bb"
+    assert Counter(seq) == {"a": 2, "b": 8}  # 3/4 of 10 is 7.5; with the lag of 1.5 kept, 8 (lags after: a 0, b 1)
+    with pytest.raises(ValueError, match="domains"):
+        s.set_targets({"a": 1, "c": 1})
+
+
 def test_horizon_forgets_old_counts_so_a_new_target_is_reached():
     s = DeficitSampler({"a": 1.0, "b": 0.0001}, horizon=10)
     for _ in range(200):
@@ -178,6 +224,7 @@ def test_sampler_and_mixer_state_round_trip_through_json():
         s.drawn(d)
     s.trained("a")
     s.settled("b")
+    s.set_targets({"a": 0.2, "b": 0.8})  # offsets now
     copy = DeficitSampler({"a": 1.0, "b": 1.0}, horizon=50)
     copy.load(json.loads(json.dumps(s.state())))
     assert copy.state() == s.state()

@@ -18,7 +18,11 @@ Two parts, used together:
   The sampler draws the domain whose trained-plus-in-flight count lags its target share the
   most (smooth weighted round robin over what reached, or may still reach, an update). A group
   dropped or failed leaves the account, so its domain is drawn again. The trained ratio then
-  differs from the target by at most the groups in flight, whatever the speeds.
+  differs from the target by at most the groups in flight, whatever the speeds. A changed
+  target (an adaptive mode every step, a drift up-weight) holds for the draws from then on:
+  each domain keeps the lag it had at the change, and the run's history under the old target
+  is not paid back - measured against the whole run, a domain up-weighted from 1/4 to 2/5
+  after 120 groups would be drawn alone for the next 31.
 
 Limits: the sampler is deterministic given its state, so a run's draws are a function of its
 history, not of (seed, k) alone: the state must be checkpointed (:meth:`DeficitSampler.state`)
@@ -51,9 +55,9 @@ class MixingConfig(Strict):
         default="drawn", description="drawn: a weighted coin per draw (the orchestrator's draw, reproducible from (seed, k)); "
         "trained: draw the domain whose trained-plus-in-flight groups lag its share most (holds the trained ratio "
         "when domains differ in speed; the sampler's state goes into the checkpoint).")
-    horizon: int | None = Field(default=None, ge=1, description="trained balance: forget trained counts with this "
-                                "half-life in groups, so a changed target is reached within about that many "
-                                "groups (None: the whole run counts).")
+    horizon: int | None = Field(default=None, ge=1, description="trained balance: forget trained counts (and lags) with "
+                                "this half-life in groups (None: the whole run counts); a changed target holds "
+                                "from the change on either way.")
 
     @model_validator(mode="after")
     def _positive_weights(self) -> MixingConfig:
@@ -146,12 +150,26 @@ class DeficitSampler:
         self.decay = 0.5 ** (1 / horizon) if horizon else 1.0  # per trained group
         self.trained_counts: dict[str, float] = {d: 0.0 for d in self.targets}
         self.in_flight: dict[str, int] = {d: 0 for d in self.targets}
+        # what each domain's count is taken to be beyond its real one, so that a target change
+        # keeps every deficit as it was (the offsets sum to 0, so the total is the real one)
+        self.offset: dict[str, float] = {d: 0.0 for d in self.targets}
+
+    def _have(self) -> dict[str, float]:
+        return {d: self.trained_counts[d] + self.in_flight[d] + self.offset[d] for d in self.targets}
 
     def set_targets(self, targets: dict[str, float]) -> None:
-        self.targets = normalise(targets)
+        new = normalise(targets)
+        if set(new) != set(self.targets):
+            raise ValueError(f"targets name domains {sorted(new)}, the sampler has {sorted(self.targets)}")
+        # the deficit of d at the next draw is target_d x (H + 1) - have_d: moving d's offset by
+        # (new_d - old_d) x (H + 1) leaves it unchanged, and the draws after follow the new target
+        total = sum(self._have().values()) + 1
+        for d in self.targets:
+            self.offset[d] += (new[d] - self.targets[d]) * total
+        self.targets = new
 
     def next_domain(self) -> str:
-        have = {d: self.trained_counts[d] + self.in_flight[d] for d in self.targets}
+        have = self._have()
         total = sum(have.values()) + 1  # the draw being made counts
         # largest deficit (rounded so float noise does not break ties); ties: larger target, then
         # the first name in sorted order (max keeps the first maximum)
@@ -165,6 +183,7 @@ class DeficitSampler:
         if self.decay < 1:
             for d in self.trained_counts:
                 self.trained_counts[d] *= self.decay
+                self.offset[d] *= self.decay
         self.trained_counts[domain] += 1
 
     def settled(self, domain: str) -> None:
@@ -183,9 +202,12 @@ class DeficitSampler:
                 for k, v in ((f"{d}/mix_target", self.targets[d]), (f"{d}/mix_trained", shares[d]))}
 
     def state(self) -> dict[str, Any]:
-        return {"targets": dict(self.targets), "trained": dict(self.trained_counts), "in_flight": dict(self.in_flight)}
+        return {"targets": dict(self.targets), "trained": dict(self.trained_counts), "in_flight": dict(self.in_flight),
+                "offset": dict(self.offset)}
 
     def load(self, state: dict[str, Any]) -> None:
         self.targets = {d: float(v) for d, v in state["targets"].items()}
         self.trained_counts = {d: float(v) for d, v in state["trained"].items()}
         self.in_flight = {d: int(v) for d, v in state["in_flight"].items()}
+        # a checkpoint written before the offsets: none
+        self.offset = {d: float(state.get("offset", {}).get(d, 0.0)) for d in self.targets}
