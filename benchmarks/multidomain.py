@@ -227,6 +227,7 @@ def side_config(args: argparse.Namespace, side: str):
     raw = side_raw(read_raw(args.config, args.overrides), side)
     raw.setdefault("run", {})["dir"] = str(side_file(Path(args.out).resolve(), side, "_run"))
     raw["run"]["name"] = f"multidomain_{side.replace(':', '_')}"
+    raw["run"]["time_limit_minutes"] = args.minutes  # the learning-rate schedule's clock (the script stops the side)
     raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
     if args.threads:
         raw["run"]["threads"] = args.threads
@@ -334,6 +335,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         while True:
             step += 1
             t0 = time.perf_counter()
+            run.train_seconds = train_s  # the script's clock is the run's (the schedule reads it)
             m = await run.train_step(step)
             dt = time.perf_counter() - t0
             train_s += dt
@@ -341,7 +343,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
                    "skipped": bool(m.get("skipped")), "uniform_groups": m.get("uniform_groups"),
                    "completion_len": m.get("completion_len")}
             for k, v in m.items():
-                if isinstance(v, (int, float)) and ("/" in k or k in ("filtered_groups", "replayed_groups", "loss")):
+                if isinstance(v, (int, float)) and ("/" in k or k in ("filtered_groups", "replayed_groups", "loss", "lr")):
                     rec[k] = v
             steps.append(rec)
             if m.get("notes"):

@@ -299,3 +299,30 @@ def test_mismatch_hand_numbers():
     assert A.mismatch(train, behaviour, mask, cap=None).truncated.item() == 0.0
     same = A.mismatch(train, train, mask, cap=1.0)  # on-policy, exactly: no gap, nothing over
     assert (same.abs_logp.item(), same.kl.item(), same.truncated.item()) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("schedule, progress, expected", [
+    ("constant", 0.0, 1.0), ("constant", 0.9, 1.0),
+    # linear from 1 to min_ratio 0.1: 1 - 0.9 x
+    ("linear", 0.0, 1.0), ("linear", 0.5, 0.55), ("linear", 1.0, 0.1),
+    # cosine: 0.1 + 0.9 x (1 + cos(pi x)) / 2
+    ("cosine", 0.0, 1.0), ("cosine", 0.5, 0.55), ("cosine", 0.25, 0.1 + 0.45 * (1 + math.sqrt(0.5))),
+    # wsd with decay 0.2: flat to 0.8, then 1 - 0.9 (p - 0.8) / 0.2
+    ("wsd", 0.5, 1.0), ("wsd", 0.8, 1.0), ("wsd", 0.9, 0.55), ("wsd", 1.0, 0.1),
+    # progress outside [0, 1] is clamped
+    ("linear", -0.3, 1.0), ("linear", 1.7, 0.1),
+])
+def test_lr_factor_hand_numbers(schedule, progress, expected):
+    assert A.lr_factor(progress, schedule, warmup=0.0, decay=0.2, min_ratio=0.1) == pytest.approx(expected)
+
+
+def test_lr_factor_warmup_then_decay():
+    """Warmup 0.2: 0 at the start, half at 0.1, the peak at 0.2; a linear decay then runs over the
+    remaining 0.8 (0.5 of it done at 0.6: factor 0.5 with min_ratio 0); wsd's decay starts at
+    1 - decay whatever the warmup."""
+    f = lambda p, s="linear": A.lr_factor(p, s, warmup=0.2, decay=0.2, min_ratio=0.0)  # noqa: E731
+    assert [f(0.0), f(0.1), f(0.2), f(0.6), f(1.0)] == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0])
+    assert [f(0.1, "wsd"), f(0.5, "wsd"), f(0.9, "wsd")] == pytest.approx([0.5, 1.0, 0.5])
+    assert [f(0.1, "constant"), f(0.9, "constant")] == pytest.approx([0.5, 1.0])
+    with pytest.raises(ValueError, match="schedule"):
+        A.lr_factor(0.5, "step")  # type: ignore[arg-type]

@@ -368,3 +368,25 @@ def test_checkpoint_weights_of_a_non_checkpoint_is_refused(tmp_path):
 
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         load_checkpoint_weights(tmp_path)
+
+
+def test_lr_schedule_runs_on_the_run_clock(tiny_run_config):
+    """trainer.lr_schedule linear (to 0) over run.steps 4: the four updates run at 1e-2 x (1, 3/4,
+    1/2, 1/4), each step's progress being taken when it begins, and the summary line shows the
+    rate. Under a time limit the run's training time counts too, whichever is further: 30 s of a
+    1-minute limit is progress 0.5 at step 2 of 100, and step 61 is further (0.6)."""
+    from practicum.loop import Run
+
+    lines: list[str] = []
+    res = train(tiny_run_config("sched", "trainer.lr_schedule=linear"), log=lines.append)
+    assert [m["lr"] for m in res.history] == pytest.approx([1e-2, 7.5e-3, 5e-3, 2.5e-3])
+    assert any("lr 7.50e-03" in line for line in lines)
+    cfg = tiny_run_config("timed", "run.steps=100", "run.time_limit_minutes=1")
+    run = Run(cfg, overwrite=True, log=lambda _m: None)
+    try:
+        run.train_seconds = 30.0
+        assert run.progress(2) == pytest.approx(0.5) and run.progress(61) == pytest.approx(0.6)
+        run.train_seconds = 90.0
+        assert run.progress(2) == 1.0
+    finally:
+        asyncio.run(run.aclose())

@@ -254,3 +254,22 @@ def test_embedded_model_mismatch_is_the_bf16_gap(quickstart_path):
     assert 0 < stats["mismatch_abs_logp"] < 0.05
     assert 0 <= stats["mismatch_kl"] < 0.01
     assert stats["is_truncated_frac"] < 0.01
+
+
+def test_lr_schedule_sets_the_optimiser_and_survives_a_checkpoint(tiny_model_path, tmp_path):
+    """Under a linear schedule to 0 (peak 1e-2) an update at progress 0.25 runs at 7.5e-3 - the
+    optimiser's own lr, reported as ``lr`` - and one without progress keeps it; a checkpoint
+    restores it; an invalid wsd (warmup into the decay) is refused."""
+    cfg = TrainerConfig(autocast_dtype="none", lr=1e-2, lr_schedule="linear")
+    tr = Trainer(tiny_model_path, cfg, AlgorithmConfig())
+    assert tr.lr == pytest.approx(1e-2)
+    stats = tr.update(SAMPLES, progress=0.25)
+    assert stats["lr"] == pytest.approx(7.5e-3) and tr.optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-3)
+    assert tr.update(SAMPLES)["lr"] == pytest.approx(7.5e-3)
+    tr.update(SAMPLES, progress=0.5)
+    tr.save(tmp_path / "ckpt", {})
+    back = Trainer(tiny_model_path, cfg, AlgorithmConfig())
+    back.load(tmp_path / "ckpt")
+    assert back.lr == pytest.approx(5e-3) and back.update(SAMPLES)["lr"] == pytest.approx(5e-3)
+    with pytest.raises(ValueError, match="warmup_fraction"):
+        TrainerConfig(lr_schedule="wsd", warmup_fraction=0.5, decay_fraction=0.6)

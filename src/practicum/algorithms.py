@@ -11,6 +11,7 @@ micro-batching (see :func:`loss_normaliser`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -20,6 +21,7 @@ import torch
 AdvantageKind = Literal["grpo", "drgrpo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 OffPolicy = Literal["none", "tis", "decoupled"]
+LrSchedule = Literal["constant", "linear", "cosine", "wsd"]
 
 
 def group_advantages(rewards: torch.Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6) -> torch.Tensor:
@@ -222,3 +224,31 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     logits = logits.float()
     picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def lr_factor(progress: float, schedule: LrSchedule = "constant", warmup: float = 0.0, decay: float = 0.2,
+              min_ratio: float = 0.0) -> float:
+    """The learning rate at ``progress`` (0 at the run's start, 1 at its end), as a share of the peak.
+
+    Linear warmup from 0 over the first ``warmup`` of the run, then: ``constant`` 1; ``linear`` and
+    ``cosine`` from 1 down to ``min_ratio`` over the rest; ``wsd`` (warmup-stable-decay, Hu et al.
+    2024, MiniCPM) 1 until ``1 - decay``, then linearly down to ``min_ratio`` at the end. Written by
+    progress, not by step count, because a run may end on its time limit, whose step count is not
+    known ahead (transformers' schedules are LambdaLRs over a step count given in advance).
+    """
+    p = min(max(progress, 0.0), 1.0)
+    if warmup > 0 and p < warmup:
+        return p / warmup
+    if schedule == "constant":
+        return 1.0
+    if schedule == "wsd":
+        start = 1.0 - decay
+        if p <= start:
+            return 1.0
+        return 1.0 - (1.0 - min_ratio) * (p - start) / decay
+    x = (p - warmup) / (1.0 - warmup) if warmup < 1 else 1.0  # the share of the decay done
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_ratio) * x
+    if schedule == "cosine":
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * x))
+    raise ValueError(f"unknown learning-rate schedule {schedule!r}")

@@ -147,7 +147,16 @@ class LoraSection(_Strict):
 
 class TrainerConfig(_Strict):
     mode: Literal["full", "lora"] = Field("full", description="Full fine-tune or LoRA adapters (peft).")
-    lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate (the peak, under a schedule).")
+    lr_schedule: Literal["constant", "linear", "cosine", "wsd"] = Field(
+        "constant",
+        description="The learning rate over the run's progress (steps done of run.steps, or training time of "
+                    "run.time_limit_minutes, whichever is further): constant; linear or cosine decay to "
+                    "lr x min_lr_ratio; wsd (warmup-stable-decay): constant, then linear decay over the last "
+                    "decay_fraction of the run. All after warmup_fraction of linear warmup. See docs/algorithms.md.")
+    warmup_fraction: float = Field(0.0, ge=0, lt=1, description="Share of the run over which the learning rate rises linearly from 0 to lr.")
+    decay_fraction: float = Field(0.2, gt=0, le=1, description="wsd: the share of the run, at its end, over which the learning rate decays.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="The learning rate at the end of a decaying schedule, as a share of lr.")
     beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
     beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
@@ -156,6 +165,13 @@ class TrainerConfig(_Strict):
     autocast_dtype: Literal["auto", "bfloat16", "float16", "none"] = Field("auto", description="Autocast dtype of forward and backward. auto: bf16 where the device computes it natively, none (fp32) elsewhere.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
     lora: LoraSection = Field(default_factory=LoraSection)
+
+    @model_validator(mode="after")
+    def _schedule(self) -> TrainerConfig:
+        if self.lr_schedule == "wsd" and self.warmup_fraction > 1 - self.decay_fraction:
+            raise ValueError(f"wsd: warmup_fraction ({self.warmup_fraction}) runs into the decay, which starts at "
+                             f"1 - decay_fraction = {1 - self.decay_fraction:g}")
+        return self
 
 
 class EvalSection(_Strict):

@@ -312,6 +312,16 @@ class Run:
         await self.orch.start(self.trainer.version)
         self._throughput_mark = (self.engine.tokens, time.perf_counter())
 
+    def progress(self, step: int) -> float:
+        """How far the run is when ``step`` begins, 0 to 1: the steps done of ``run.steps``, or the
+        training time of ``run.time_limit_minutes``, whichever is further - the learning-rate
+        schedule's clock. A roll-back does not rewind it (the time was spent)."""
+        r = self.cfg.run
+        done = (step - 1) / r.steps
+        if r.time_limit_minutes is not None:
+            done = max(done, self.train_seconds / (r.time_limit_minutes * 60))
+        return min(max(done, 0.0), 1.0)
+
     async def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
@@ -331,7 +341,8 @@ class Run:
         samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
-        stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0)
+        stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0,
+                                        self.progress(step))
         if not stats["skipped"]:
             await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
         lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]
@@ -384,6 +395,9 @@ class Run:
     def summary(self, step: int, m: dict[str, Any]) -> str:
         rewards = " ".join(f"{d.name} {m[f'{d.name}/reward']:.2f}" for d in self.domains if f"{d.name}/reward" in m)
         loss = f"loss {m['loss']:+.4f} kl {m['kl']:.4f}" if "loss" in m else "no update (all groups uniform)"
+        t = self.cfg.trainer
+        if "lr" in m and (t.lr_schedule != "constant" or t.warmup_fraction > 0):
+            loss += f" lr {m['lr']:.2e}"
         mismatch = f" | mismatch {m['mismatch_abs_logp']:.4f}" if "mismatch_abs_logp" in m else ""
         shown = {**m, "dropped_groups": m.get("dropped_groups", 0) - int(m.get("filtered_groups", 0))}  # filtered: below
         lost = "".join(f" {shown[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")

@@ -161,13 +161,24 @@ class Trainer:
         )
         self.step = 0
         self.version = 0
+        self.set_progress(0.0)
+
+    def set_progress(self, progress: float) -> None:
+        """Set the learning rate for a run ``progress`` (0 to 1) of the way through: the peak
+        ``trainer.lr`` times :func:`~practicum.algorithms.lr_factor` under the config's schedule."""
+        c = self.cfg
+        self.lr = c.lr * A.lr_factor(progress, c.lr_schedule, c.warmup_fraction, c.decay_fraction, c.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
 
     # --- the update ------------------------------------------------------------------------
-    def update(self, samples: list[Sample], temperature: float = 1.0) -> dict[str, float]:
+    def update(self, samples: list[Sample], temperature: float = 1.0, progress: float | None = None) -> dict[str, float]:
         """One GRPO update. ``temperature`` is the rollouts' sampling temperature: the policy
         being optimised is the tempered one, so its log-probs are computed at that temperature,
         as the engine's behaviour log-probs are (with top_p < 1 the engine's are of the nucleus,
         renormalised, which the trainer does not model: the mismatch metrics then include it).
+        ``progress``: how far the run is when the step begins (0 to 1), which sets the learning
+        rate under ``trainer.lr_schedule``; None keeps the last one set (the schedule's start at first).
 
         Returns the step's statistics; over the trained tokens: ``mismatch_abs_logp`` (mean
         |log pi_train - log pi_behaviour|), ``mismatch_kl`` (k3 estimate of
@@ -183,6 +194,9 @@ class Trainer:
             "skipped": float(not keep),
         }
         self.step += 1
+        if progress is not None:
+            self.set_progress(progress)
+        stats["lr"] = self.lr
         if not keep:
             stats["train_seconds"] = time.perf_counter() - t0
             return stats
@@ -371,6 +385,7 @@ class Trainer:
             load_model(self.model, str(f))
         st = torch.load(path / "trainer_state.pt", weights_only=False)
         self.optimizer.load_state_dict(st["optimizer"])
+        self.lr = float(self.optimizer.param_groups[0]["lr"])  # the schedule's value when it was saved
         random.setstate(st["rng"]["python"])
         np.random.set_state(st["rng"]["numpy"])
         torch.set_rng_state(st["rng"]["torch"])
