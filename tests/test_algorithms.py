@@ -326,3 +326,37 @@ def test_lr_factor_warmup_then_decay():
     assert [f(0.1, "constant"), f(0.9, "constant")] == pytest.approx([0.5, 1.0])
     with pytest.raises(ValueError, match="schedule"):
         A.lr_factor(0.5, "step")  # type: ignore[arg-type]
+
+
+def _t(*v: float) -> torch.Tensor:
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def test_pcgrad_two_conflicting_tasks_hand_numbers():
+    """g1 (1, 0) and g2 (-1, 1) conflict (g1.g2 = -1): g1 loses its part along g2, (1, 0) + 1/2 (-1, 1)
+    = (0.5, 0.5); g2 its part along g1, (-1, 1) + (1, 0) = (0, 1); the sum (0.5, 1.5) has a
+    non-negative inner product with both originals, where the plain sum (0, 1) had 0 with g1."""
+    s = A.pcgrad([_t(1, 0), _t(-1, 1)])
+    assert s.grad.tolist() == pytest.approx([0.5, 1.5])
+    assert (s.pairs, s.conflicts) == (1, 1) and s.min_cosine == pytest.approx(-1 / math.sqrt(2))
+
+
+def test_pcgrad_leaves_agreeing_tasks_alone():
+    s = A.pcgrad([_t(1, 0), _t(1, 1)])
+    assert s.grad.tolist() == pytest.approx([2.0, 1.0]) and s.conflicts == 0
+    assert s.min_cosine == pytest.approx(1 / math.sqrt(2))
+
+
+def test_pcgrad_three_tasks_hand_numbers():
+    """g1 (1, 0), g2 (0, 1), g3 (-2, -1): g3 conflicts with both. g1 -> (1, 0) + 2/5 (-2, -1) = (0.2, -0.4);
+    g2 -> (0, 1) + 1/5 (-2, -1) = (-0.4, 0.8); g3 -> + 2 (1, 0) = (0, -1), then + 1 (0, 1) = (0, 0).
+    Sum (-0.2, 0.4); two conflicting pairs of three, the least cosine -2/sqrt(5). Exactly antiparallel
+    gradients cancel to nothing."""
+    s = A.pcgrad([_t(1, 0), _t(0, 1), _t(-2, -1)])
+    assert s.grad.tolist() == pytest.approx([-0.2, 0.4])
+    assert (s.pairs, s.conflicts) == (3, 2) and s.min_cosine == pytest.approx(-2 / math.sqrt(5))
+    assert A.pcgrad([_t(1, 2), _t(-0.5, -1)]).grad.tolist() == pytest.approx([0.0, 0.0], abs=1e-7)
+    import random as _random
+
+    shuffled = A.pcgrad([_t(1, 0), _t(0, 1), _t(-2, -1)], _random.Random(0))  # g3's order does not matter here
+    assert shuffled.grad.tolist() == pytest.approx([-0.2, 0.4])

@@ -390,3 +390,19 @@ def test_lr_schedule_runs_on_the_run_clock(tiny_run_config):
         assert run.progress(2) == 1.0
     finally:
         asyncio.run(run.aclose())
+
+
+def test_pcgrad_runs_in_the_loop_with_two_domains(tiny_run_config):
+    """trainer.gradient_surgery pcgrad in a real two-domain run: the samples carry their task's domain,
+    so each update with both domains in it reports how their gradients met (grad_conflicts, the
+    share of the one pair that conflicted, 0 or 1; grad_cosine_min in [-1, 1]) and the summary
+    line shows it."""
+    cfg = tiny_run_config("pcgrad", "trainer.gradient_surgery=pcgrad")
+    second = cfg.domains[0].model_copy(update={"name": "say2"})
+    cfg = cfg.model_copy(update={"domains": [cfg.domains[0], second]})
+    lines: list[str] = []
+    res = train(cfg, log=lines.append)
+    both = [m for m in res.history if "grad_conflicts" in m]
+    assert both, "no update held both domains"
+    assert all(m["grad_conflicts"] in (0.0, 1.0) and -1.0 <= m["grad_cosine_min"] <= 1.0 for m in both)
+    assert sum("conflicts " in line for line in lines) == len(both)

@@ -273,3 +273,30 @@ def test_lr_schedule_sets_the_optimiser_and_survives_a_checkpoint(tiny_model_pat
     assert back.lr == pytest.approx(5e-3) and back.update(SAMPLES)["lr"] == pytest.approx(5e-3)
     with pytest.raises(ValueError, match="warmup_fraction"):
         TrainerConfig(lr_schedule="wsd", warmup_fraction=0.5, decay_fraction=0.6)
+
+
+def test_pcgrad_with_one_domain_is_the_plain_update(tiny_model_path):
+    """trainer.gradient_surgery pcgrad on a batch of one domain changes nothing: the same weights."""
+    plain = _trainer(tiny_model_path)
+    cfg = TrainerConfig(autocast_dtype="none", lr=1e-2, gradient_surgery="pcgrad")
+    surg = Trainer(tiny_model_path, cfg, AlgorithmConfig())
+    one = [Sample(s.ids, s.mask, s.behaviour_logprobs, s.advantage, domain="a") for s in SAMPLES]
+    a, b = plain.update(one), surg.update(one)
+    assert "grad_conflicts" not in b and a["grad_norm"] == pytest.approx(b["grad_norm"])
+    wa, wb = _weights(plain), _weights(surg)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_pcgrad_cancels_two_domains_that_pull_exactly_apart(tiny_model_path):
+    """The same sequence in domain a at advantage +1 and in domain b at -0.5: the plain gradient is
+    half of a's (they partly cancel); the two gradients are antiparallel (cosine -1, one conflict of
+    one pair), so PCGrad removes each one's whole component along the other and nothing is left."""
+    seq = SAMPLES[0]
+    batch = [Sample(seq.ids, seq.mask, seq.behaviour_logprobs, 1.0, domain="a"),
+             Sample(seq.ids, seq.mask, seq.behaviour_logprobs, -0.5, domain="b")]
+    plain = _trainer(tiny_model_path).update(batch)
+    cfg = TrainerConfig(autocast_dtype="none", lr=1e-2, gradient_surgery="pcgrad")
+    surg = Trainer(tiny_model_path, cfg, AlgorithmConfig()).update(batch)
+    assert surg["grad_conflicts"] == 1.0 and surg["grad_cosine_min"] == pytest.approx(-1.0, abs=1e-4)
+    assert plain["grad_norm"] > 0.01 and surg["grad_norm"] < 1e-4 * plain["grad_norm"]
+    assert surg["loss"] == pytest.approx(plain["loss"]) and surg["tokens_trained"] == plain["tokens_trained"]

@@ -12,6 +12,7 @@ micro-batching (see :func:`loss_normaliser`).
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -22,6 +23,7 @@ AdvantageKind = Literal["grpo", "drgrpo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 OffPolicy = Literal["none", "tis", "decoupled"]
 LrSchedule = Literal["constant", "linear", "cosine", "wsd"]
+GradientSurgery = Literal["none", "pcgrad"]
 
 
 def group_advantages(rewards: torch.Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6) -> torch.Tensor:
@@ -252,3 +254,39 @@ def lr_factor(progress: float, schedule: LrSchedule = "constant", warmup: float 
     if schedule == "cosine":
         return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * x))
     raise ValueError(f"unknown learning-rate schedule {schedule!r}")
+
+
+@dataclass
+class Surgery:
+    """What :func:`pcgrad` did to one update: the combined gradient, and how the tasks' gradients
+    met - ``conflicts`` of the ``pairs`` had a negative inner product, ``min_cosine`` the least."""
+
+    grad: torch.Tensor
+    pairs: int
+    conflicts: int
+    min_cosine: float
+
+
+def pcgrad(grads: list[torch.Tensor], rng: random.Random | None = None) -> Surgery:
+    """Gradient surgery (PCGrad, Yu et al. 2020): each task's gradient (flat, [P]) loses its
+    component along every other task's gradient it conflicts with (negative inner product), the
+    others taken in a random order (``rng``; None: in their given order), and the projected
+    gradients are summed. Where no two conflict, the sum is the plain one, so a batch whose
+    domains agree trains exactly as without it. Each projection is onto the other task's
+    *original* gradient, as in the paper."""
+    k = len(grads)
+    norms2 = [float(g.dot(g)) for g in grads]
+    dots = {(i, j): float(grads[i].dot(grads[j])) for i in range(k) for j in range(i + 1, k)}
+    cos = [d / math.sqrt(norms2[i] * norms2[j]) for (i, j), d in dots.items() if norms2[i] > 0 and norms2[j] > 0]
+    total = torch.zeros_like(grads[0])
+    for i in range(k):
+        g = grads[i].clone()
+        others = [j for j in range(k) if j != i]
+        if rng is not None:
+            rng.shuffle(others)
+        for j in others:
+            d = float(g.dot(grads[j]))
+            if d < 0 and norms2[j] > 0:
+                g.add_(grads[j], alpha=-d / norms2[j])
+        total.add_(g)
+    return Surgery(total, len(dots), sum(d < 0 for d in dots.values()), min(cos, default=1.0))

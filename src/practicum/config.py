@@ -161,6 +161,12 @@ class TrainerConfig(_Strict):
     beta2: float = Field(0.99, ge=0, lt=1, description="AdamW beta2.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    gradient_surgery: Literal["none", "pcgrad"] = Field(
+        "none",
+        description="Multi-domain interference: pcgrad computes each domain's gradient of a batch apart and removes "
+                    "from each its component along any other domain's that it conflicts with (PCGrad, Yu et al. "
+                    "2020) before they are summed. One backward pass per domain's samples, as without it; the "
+                    "flat gradients (4 bytes a parameter per domain) held meanwhile. See docs/algorithms.md.")
     micro_batch_tokens: int = Field(4096, ge=16, description="Padded tokens per micro-batch; gradients accumulate across them.")
     autocast_dtype: Literal["auto", "bfloat16", "float16", "none"] = Field("auto", description="Autocast dtype of forward and backward. auto: bf16 where the device computes it natively, none (fp32) elsewhere.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")

@@ -90,7 +90,7 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind,
             uniform += 1
         for ep, a in zip(eps, adv):
             ids, mask, logps = ep.training_sequence()
-            samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep)))
+            samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep), domain=g.task.domain))
     return samples, uniform / max(len(groups), 1)
 
 
@@ -398,6 +398,8 @@ class Run:
         t = self.cfg.trainer
         if "lr" in m and (t.lr_schedule != "constant" or t.warmup_fraction > 0):
             loss += f" lr {m['lr']:.2e}"
+        if "grad_conflicts" in m:  # gradient surgery: the share of domain pairs whose gradients conflicted
+            loss += f" conflicts {m['grad_conflicts']:.2f}"
         mismatch = f" | mismatch {m['mismatch_abs_logp']:.4f}" if "mismatch_abs_logp" in m else ""
         shown = {**m, "dropped_groups": m.get("dropped_groups", 0) - int(m.get("filtered_groups", 0))}  # filtered: below
         lost = "".join(f" {shown[k]} {k.split('_')[0]}" for k in ("dropped_groups", "failed_groups", "retried_episodes")

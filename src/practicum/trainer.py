@@ -28,7 +28,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,7 @@ class Sample:
     # a guided scaffold's helped episode: the engine sampled it with help the trained context lacks, so
     # its log-probs are of another context, no proposal to correct from: trained as the policy's own
     guided: bool = False
+    domain: str = ""  # its task's domain: gradient surgery (trainer.gradient_surgery) treats each as a task
 
 
 def _prefix_len(s: Sample) -> int:
@@ -205,7 +206,54 @@ class Trainer:
         totals = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0,
                   "mismatch_abs_logp": 0.0, "mismatch_kl": 0.0, "is_truncated": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
-        for mb in self._micro_batches(keep):
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        by_domain: dict[str, list[Sample]] = {}
+        for s in keep:
+            by_domain.setdefault(s.domain, []).append(s)
+        if self.cfg.gradient_surgery == "pcgrad" and len(by_domain) > 1:
+            # one gradient per domain (the batch's normaliser, so they sum to the plain gradient), then PCGrad
+            flats = []
+            for members in by_domain.values():
+                self._accumulate(members, norm, surrogate, temperature, totals)
+                flats.append(torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                                        for p in params]))
+                self.optimizer.zero_grad(set_to_none=True)
+            surgery = A.pcgrad(flats, random)
+            offset = 0
+            for p in params:
+                n = p.numel()
+                p.grad = surgery.grad[offset:offset + n].view_as(p)
+                offset += n
+            stats.update(grad_conflicts=surgery.conflicts / surgery.pairs, grad_cosine_min=surgery.min_cosine)
+        else:
+            self._accumulate(keep, norm, surrogate, temperature, totals)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        tokens = max(totals["tokens"], 1.0)
+        stats.update(
+            loss=totals["loss"],
+            kl=totals["kl"] / tokens,
+            clip_frac=totals["clip_frac"] / tokens,
+            mismatch_abs_logp=totals["mismatch_abs_logp"] / tokens,
+            mismatch_kl=totals["mismatch_kl"] / tokens,
+            is_truncated_frac=totals["is_truncated"] / tokens,
+            # the old name of mismatch_abs_logp, still read by tests/test_hf_engine.py and
+            # tests/test_embedded_model.py
+            logp_mismatch=totals["mismatch_abs_logp"] / tokens,
+            tokens_trained=totals["tokens"],
+            grad_norm=float(grad_norm),
+            train_seconds=time.perf_counter() - t0,
+        )
+        return stats
+
+    def _accumulate(self, samples: list[Sample], norm: A.Normaliser, surrogate: Callable, temperature: float,
+                    totals: dict[str, float]) -> None:
+        """Forward and backward over ``samples`` in micro-batches, adding to the parameters' gradients
+        and to ``totals``."""
+        algo = self.algo
+        for mb in self._micro_batches(samples):
             mb = mb.to(self.device)
             logp = self._token_logprobs(self.model, mb, temperature)  # [S, T]
             tmask = mb.mask
@@ -235,27 +283,6 @@ class Trainer:
             totals["mismatch_abs_logp"] += float(gap.abs_logp)
             totals["mismatch_kl"] += float(gap.kl)
             totals["is_truncated"] += float(gap.truncated)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.version += 1
-        tokens = max(totals["tokens"], 1.0)
-        stats.update(
-            loss=totals["loss"],
-            kl=totals["kl"] / tokens,
-            clip_frac=totals["clip_frac"] / tokens,
-            mismatch_abs_logp=totals["mismatch_abs_logp"] / tokens,
-            mismatch_kl=totals["mismatch_kl"] / tokens,
-            is_truncated_frac=totals["is_truncated"] / tokens,
-            # the old name of mismatch_abs_logp, still read by tests/test_hf_engine.py and
-            # tests/test_embedded_model.py
-            logp_mismatch=totals["mismatch_abs_logp"] / tokens,
-            tokens_trained=totals["tokens"],
-            grad_norm=float(grad_norm),
-            train_seconds=time.perf_counter() - t0,
-        )
-        return stats
 
     def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
         """Log-probs [S, T] of the continuation tokens. The vocabulary projection is applied
