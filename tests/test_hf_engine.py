@@ -710,3 +710,65 @@ def test_a_beginning_computed_once_serves_later_requests(varied_model_path):
         _generate(small, [small.renderer.chat_ids([system, Message(role="user", content=t)])], params)
     assert 0 < small._beginnings.held <= small._beginnings.budget
     assert len(small._beginnings._entries) < 6  # the oldest were evicted
+
+
+def test_prefill_clusters_split_prompt_families_only_where_it_saves_tokens():
+    """Two families of 40-token prompts that share 10 system tokens, then 25 of their own examples:
+    one padded prefill computes 10 + 4 x 30 = 130 tokens, family by family 35 + 2 x 5 twice = 90,
+    fewer even with a forward pass's cost (32): split, each family together, repeats kept with
+    their prompt. Prompts that share nothing worth it (4 tokens) stay in one prefill."""
+    from practicum.engines.hf import _prefill_clusters
+
+    system = list(range(100, 110))
+    a, b = list(range(200, 225)), list(range(300, 325))
+    prompts = [system + a + [1, 2, 3, 4, 5], system + b + [1, 2, 3, 4, 5], system + a + [6, 7, 8, 9, 10],
+               system + b + [6, 7, 8, 9, 11], system + a + [1, 2, 3, 4, 5]]
+    groups = sorted(sorted(g) for g in _prefill_clusters(prompts))
+    assert groups == [[0, 2, 4], [1, 3]]
+    short = [[1, 2, 3, 4, 9, 9], [1, 2, 3, 4, 8, 8, 8], [5, 5]]
+    assert [sorted(g) for g in _prefill_clusters(short)] == [[0, 1, 2]]
+    assert _prefill_clusters([[1, 2, 3]]) == [[0]]
+
+
+def test_prompt_families_admitted_together_sample_what_they_sample_apart(varied_model_path):
+    """Prompts of two families (two long system prompts, then a question each) admitted together are
+    prefilled family by family - each family's beginning once - and sample the same tokens and
+    log-probs as with one padded prefill of every prompt and transformers' own cache layers."""
+    ours, theirs = _engine(varied_model_path), _engine(varied_model_path)
+    theirs.cluster_prefill, theirs.kv_room = False, 0
+    families = [Message(role="system", content="say seven three nine yes no " * 5),
+                Message(role="system", content="no yes nine three " * 7)]
+    prompts = [ours.renderer.chat_ids([s, Message(role="user", content=t)])
+               for s in families for t in ("one", "say three please", "yes no")]
+    params = SamplingParams(max_new_tokens=70, temperature=1.0, seed=11)  # past one kv_room of growth
+    a, b = _generate(ours, prompts, params), _generate(theirs, prompts, params)
+    assert ours.shared_prefix_tokens > theirs.shared_prefix_tokens  # each family's beginning computed once
+    assert max(len(c.ids) for c in a) > 64
+    for ca, cb in zip(a, b):
+        assert ca.ids == cb.ids
+        assert ca.logprobs == pytest.approx(cb.logprobs, abs=LOGP_TOL)
+
+
+def test_the_engines_cache_layer_appends_in_place():
+    """A decode step's keys go into the layer's spare room: the storage stays the same for ``room``
+    appends, then grows once; keeping rows keeps the room; an assigned cache (a merge) is read back."""
+    from practicum.engines.hf import _new_cache
+
+    cache = _new_cache(room=4)
+    k = torch.randn(2, 3, 5, 8)
+    cache.update(k, k + 1, 0)
+    layer = cache.layers[0]
+    ptr = layer.keys.data_ptr()
+    for t in range(4):
+        step = torch.full((2, 3, 1, 8), float(t))
+        keys, values = cache.update(step, step + 1, 0)
+        assert keys.data_ptr() == ptr and keys.shape[2] == 6 + t
+    assert torch.equal(keys[:, :, :5], k) and torch.equal(values[:, :, 5:], torch.arange(4.0).view(1, 1, 4, 1).expand(2, 3, 4, 8) + 1)
+    cache.update(torch.zeros(2, 3, 1, 8), torch.zeros(2, 3, 1, 8), 0)
+    assert layer.keys.data_ptr() != ptr and cache.get_seq_length() == 10
+    cache.batch_select_indices(torch.tensor([1]))
+    assert layer.keys.shape == (1, 3, 10, 8) and torch.equal(layer.keys[0, :, :5], k[1])
+    layer.keys, layer.values = layer.keys[:, :, 2:], layer.values[:, :, 2:]  # a trim
+    assert cache.get_seq_length() == 8 and layer.values.shape[2] == 8
+    keys, _ = cache.update(torch.ones(1, 3, 1, 8), torch.ones(1, 3, 1, 8), 0)
+    assert keys.shape[2] == 9 and torch.equal(keys[0, :, :3], k[1, :, 2:5])

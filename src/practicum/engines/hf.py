@@ -45,6 +45,16 @@ others changes its logits only by floating-point rounding (batch shape, padding 
 worked examples: at least ``MIN_SHARED_PREFIX`` tokens) prefill that beginning once; its cache
 rows are copied and each prompt's own part follows, left-padded after it.
 
+Prompts admitted together that begin alike in *families* (a mix of domains: one system prompt,
+then each domain's own worked examples) are prefilled family by family, each family's beginning
+once, and the families' rows merged, where that computes fewer tokens than one left-padded
+prefill of every distinct prompt (:func:`_prefill_clusters`).
+
+**The KV cache grows in place.** transformers' ``DynamicLayer`` appends a decode step's keys and
+values with ``torch.cat``, a copy of the layer's whole cache per token; the engine's layers
+(:func:`_roomy_layer`) keep ``kv_room`` spare columns and write into them, one copy per
+``kv_room`` tokens.
+
 **Prefix cache across turns.** A multi-turn episode's next request is its previous context, the
 reply and an observation: without a cache every turn prefills the whole conversation again
 (with tools and worked examples in the prompt, most of a turn's compute). When a row ends, its
@@ -318,6 +328,91 @@ def _register_folded_attention() -> bool:
         return False
 
 
+ROOM = 64  # columns of spare room a cache layer grows by (see _roomy_layer)
+_ROOMY: type | None = None
+
+
+def _roomy_layer() -> type:
+    """transformers' ``DynamicLayer`` appends each decode step's keys and values with ``torch.cat``,
+    which copies the layer's whole cache every token: for 64 rows of a 263-token prompt on the
+    embedded model, ~240 ms a step on 2 cores against ~60 ms of attention. This subclass keeps
+    spare room (:data:`ROOM` columns) after the filled part and writes new columns into it, so a
+    layer is copied once per ``ROOM`` tokens; ``keys``/``values`` read the filled part (a view),
+    and assigning them (a merge, a trim) replaces the storage, the next append making room again."""
+    global _ROOMY
+    if _ROOMY is not None:
+        return _ROOMY
+    from transformers.cache_utils import DynamicLayer
+
+    class RoomyLayer(DynamicLayer):
+        def __init__(self, room: int = ROOM) -> None:
+            super().__init__()
+            self.room = room
+
+        _kbuf: torch.Tensor | None = None
+        _vbuf: torch.Tensor | None = None
+        _nk = _nv = 0  # filled columns of each (equal, but set one after the other)
+
+        @staticmethod
+        def _filled(t) -> int:
+            return 0 if t is None or t.dim() < 3 else t.shape[2]
+
+        @property
+        def keys(self):  # type: ignore[override]
+            return None if self._kbuf is None else self._kbuf[:, :, :self._nk]
+
+        @keys.setter
+        def keys(self, t):
+            self._kbuf, self._nk = t, self._filled(t)
+
+        @property
+        def values(self):  # type: ignore[override]
+            return None if self._vbuf is None else self._vbuf[:, :, :self._nv]
+
+        @values.setter
+        def values(self, t):
+            self._vbuf, self._nv = t, self._filled(t)
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+            if not self.is_initialized or self._filled(self._kbuf) == 0:
+                self.lazy_initialization(key_states, value_states)
+                self.keys, self.values = key_states[:, :, :0], value_states[:, :, :0]
+            n, new = self._nk, key_states.shape[2]
+            if n + new > min(self._kbuf.shape[2], self._vbuf.shape[2]):
+                shape = (*key_states.shape[:2], n + new + self.room, key_states.shape[3])
+                kbuf, vbuf = key_states.new_empty(shape), value_states.new_empty(shape)
+                kbuf[:, :, :n], vbuf[:, :, :n] = self._kbuf[:, :, :n], self._vbuf[:, :, :n]
+                self._kbuf, self._vbuf = kbuf, vbuf
+            self._kbuf[:, :, n:n + new] = key_states
+            self._vbuf[:, :, n:n + new] = value_states
+            self._nk = self._nv = n + new
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if self._nk > 0:  # the room comes along: no copy at the next append
+                self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+
+    _ROOMY = RoomyLayer
+    return _ROOMY
+
+
+def _new_cache(data: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None, room: int = ROOM) -> object:
+    """A ``DynamicCache`` filled with ``data`` (per layer, keys and values [B, H, L, D]: copied, so
+    stored rows are never written to): of :func:`_roomy_layer` layers with ``room`` spare columns,
+    or of transformers' own ``DynamicLayer`` (a copy of the layer per token) where ``room`` is 0."""
+    import functools
+
+    from transformers import DynamicCache
+
+    if not room:
+        return DynamicCache(ddp_cache_data=data) if data else DynamicCache()
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = functools.partial(_roomy_layer(), room)
+    for i, (k, v) in enumerate(data or ()):
+        cache.update(k, v, i)
+    return cache
+
+
 def _pad_left(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     if n == 0:
         return t
@@ -392,6 +487,8 @@ class HFEngine:
         self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()  # oldest first
         self._prefix_held = 0
         self.share_prefix = True  # prefill the common beginning of prompts admitted together once
+        self.cluster_prefill = True  # ... family by family, when they begin alike in families (_prefill_clusters)
+        self.kv_room = ROOM  # spare cache columns a layer grows by (_roomy_layer); 0: transformers' DynamicLayer
         self.shared_prefix_tokens = 0  # prefill tokens saved that way (for tests and benchmarks)
         self.prefix_hits = 0  # requests that reused a kept prefix (for tests and benchmarks)
         self.prefix_tokens_reused = 0
@@ -626,14 +723,18 @@ class HFEngine:
             one = self._prefill_from(r, kept)
             joined = one if joined is None else self._merge(joined, one)
         if fresh:
-            batch = self._prefill_fresh(fresh)
-            joined = batch if joined is None else self._merge(joined, batch)
+            # prompts of several families (each domain its own worked examples) prefill family by
+            # family, each its own beginning once, when that computes fewer tokens than one padded prefill
+            clusters = (_prefill_clusters([r.ids for r in fresh]) if self.share_prefix and self.cluster_prefill
+                        else [list(range(len(fresh)))])
+            for members in clusters:
+                batch = self._prefill_fresh([fresh[i] for i in members])
+                joined = batch if joined is None else self._merge(joined, batch)
         self.admissions += 1
         assert joined is not None
         return joined
 
     def _prefill_fresh(self, requests: list[_Request]) -> _Batch:
-        from transformers import DynamicCache
 
         distinct, row_of, input_ids, attention, positions = _left_padded(
             [r.ids for r in requests], self.pad_id, self.device)
@@ -648,7 +749,7 @@ class HFEngine:
             # system prompt, tool schemas, worked examples) is computed once on one row and its
             # cache rows copied; then each prompt's own part follows, left-padded after it
             # (masked columns in the middle, positions per row).
-            cache = DynamicCache(ddp_cache_data=stored[1]) if stored is not None else DynamicCache()
+            cache = _new_cache(stored[1] if stored is not None else None, self.kv_room)
             if head > p:
                 self.model(input_ids=torch.tensor([distinct[0][p:head]], device=self.device),
                            attention_mask=torch.ones((1, head), dtype=torch.long, device=self.device),
@@ -668,11 +769,11 @@ class HFEngine:
                 self.beginning_hits += 1
                 self.beginning_tokens_reused += p * n
         else:
-            cache = DynamicCache()
+            cache = _new_cache(room=self.kv_room)
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                                 cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         for layer in cache.layers:
-            if getattr(layer, "is_sliding", False) or type(layer).__name__ != "DynamicLayer":
+            if getattr(layer, "is_sliding", False) or type(layer).__name__ not in ("DynamicLayer", "RoomyLayer"):
                 raise NotImplementedError(f"continuous batching needs plain DynamicLayer caches, not {type(layer).__name__}")
         if self._beginnings.budget:
             self._store_beginnings(distinct, cache, attention)
@@ -695,10 +796,9 @@ class HFEngine:
     # --- the prefix cache --------------------------------------------------------------------
     def _prefill_from(self, r: _Request, kept: _Prefix) -> _Batch:
         """One request's batch from a kept prefix: only the tokens after it go through the model."""
-        from transformers import DynamicCache
 
         n = len(kept.ids)
-        cache = DynamicCache(ddp_cache_data=kept.kv)
+        cache = _new_cache(kept.kv, self.kv_room)
         suffix = torch.tensor([r.ids[n:]], dtype=torch.long, device=self.device)
         attention = torch.ones((1, len(r.ids)), dtype=torch.long, device=self.device)
         positions = torch.arange(n, len(r.ids), device=self.device).unsqueeze(0)
@@ -826,7 +926,6 @@ class HFEngine:
         prompt causally against its own - after its kept conversation (the prefix cache) or a
         stored beginning, whose tokens are not computed again. The newcomers' rows then join
         the batch."""
-        from transformers import DynamicCache
 
         self._start(newcomers)
         groups: dict[tuple[int, ...], list[_Request]] = {}  # identical prompts are computed once
@@ -837,7 +936,7 @@ class HFEngine:
             ids = list(key)
             kept = self._take_prefix(ids)
             if kept is not None:
-                parts.append((reqs, DynamicCache(ddp_cache_data=kept.kv), len(kept.ids)))
+                parts.append((reqs, _new_cache(kept.kv, self.kv_room), len(kept.ids)))
                 self.prefix_hits += 1
                 self.prefix_tokens_reused += len(kept.ids)
                 continue
@@ -845,7 +944,7 @@ class HFEngine:
             if stored is not None:
                 self.beginning_hits += 1
                 self.beginning_tokens_reused += stored[0] * len(reqs)
-            parts.append((reqs, DynamicCache(ddp_cache_data=stored[1]) if stored else DynamicCache(),
+            parts.append((reqs, _new_cache(stored[1] if stored else None, self.kv_room),
                           stored[0] if stored else 0))
         b = len(batch.rows)
         ids = [tok]
@@ -1076,6 +1175,48 @@ def _shared_prefix(prompts: list[list[int]]) -> int:
             k += 1
         n = k
     return max(n, 0)
+
+
+PASS_COST = 32  # a forward pass's own cost, in prompt tokens: a split must save more than this
+
+
+def _prefill_clusters(prompts: list[list[int]]) -> list[list[int]]:
+    """Indices of ``prompts`` in groups that prefill apart (:meth:`HFEngine._prefill_fresh` each,
+    then merged): prompts that all begin with one system prompt but then show different worked
+    examples (a mix of domains) would otherwise prefill each distinct prompt whole, left-padded to
+    the longest. The distinct prompts, sorted, are split at their weakest common beginning while
+    the two halves' prefill tokens - their common beginning once, then each prompt's rest padded to
+    the longest rest - plus :data:`PASS_COST` are fewer than the whole's."""
+    uniq: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompts):
+        uniq.setdefault(tuple(p), []).append(i)
+    keys = sorted(uniq)
+    # lcp[k]: the common beginning of keys[k] and keys[k + 1]; a sorted run's is the least of its neighbours'
+    lcp = []
+    for a, b in zip(keys, keys[1:]):
+        n = min(len(a), len(b))
+        k = 0
+        while k < n and a[k] == b[k]:
+            k += 1
+        lcp.append(k)
+
+    def cost(lo: int, hi: int) -> int:  # keys[lo:hi]
+        n = hi - lo
+        longest = max(len(keys[k]) for k in range(lo, hi))
+        head = min(min(lcp[lo:hi - 1]), min(len(keys[k]) for k in range(lo, hi)) - 1) if n > 1 else 0
+        if head < MIN_SHARED_PREFIX:
+            head = 0
+        return head + n * (longest - head)
+
+    def split(lo: int, hi: int) -> list[tuple[int, int]]:
+        if hi - lo < 2:
+            return [(lo, hi)]
+        cut = min(range(lo, hi - 1), key=lambda k: lcp[k]) + 1
+        if cost(lo, cut) + cost(cut, hi) + PASS_COST >= cost(lo, hi):
+            return [(lo, hi)]
+        return split(lo, cut) + split(cut, hi)
+
+    return [[i for k in range(lo, hi) for i in uniq[keys[k]]] for lo, hi in split(0, len(keys))]
 
 
 def _left_padded(prompts: list[list[int]], pad: int, device: torch.device, dedupe: bool = True):
