@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 import torch
@@ -356,7 +357,5 @@ def test_pcgrad_three_tasks_hand_numbers():
     assert s.grad.tolist() == pytest.approx([-0.2, 0.4])
     assert (s.pairs, s.conflicts) == (3, 2) and s.min_cosine == pytest.approx(-2 / math.sqrt(5))
     assert A.pcgrad([_t(1, 2), _t(-0.5, -1)]).grad.tolist() == pytest.approx([0.0, 0.0], abs=1e-7)
-    import random as _random
-
-    shuffled = A.pcgrad([_t(1, 0), _t(0, 1), _t(-2, -1)], _random.Random(0))  # g3's order does not matter here
+    shuffled = A.pcgrad([_t(1, 0), _t(0, 1), _t(-2, -1)], random.Random(0))  # g3's order does not matter here
     assert shuffled.grad.tolist() == pytest.approx([-0.2, 0.4])
