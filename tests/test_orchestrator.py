@@ -17,7 +17,7 @@ from practicum.engines.batching import BatchingEngine
 from practicum.engines.scripted import ScriptedEngine
 from practicum.envs.base import Observation
 from practicum.envs.toy import ToyDomain
-from practicum.errors import EnvironmentFailure, ModelOutputFailure, TaskError, VerifierFailure
+from practicum.errors import EnvironmentFailure, ModelOutputFailure, RolloutsFailing, TaskError, VerifierFailure
 from practicum.orchestrator import Limits, Orchestrator, Policy
 from practicum.records import EpisodeState, GroupState
 from practicum.store import Store
@@ -338,3 +338,83 @@ def test_a_task_that_cannot_be_drawn_ends_the_run_with_the_error_instead_of_a_ha
     rep = audit(store)
     assert rep.ok, rep.lines()
     assert rep.groups == {"trained": P, "dropped": 1}
+
+
+class BuggyEngine(ScriptedEngine):
+    """An engine with a bug from call ``at`` on: it raises a plain TypeError (as HFEngine hands
+    its decode thread's exceptions to the requests), not an EngineFailure."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(lambda prompt, call: "seven")
+        self.at = at
+
+    async def generate(self, prompts, params):
+        if self.calls >= self.at:
+            raise TypeError("_merge() takes 2 positional arguments but 3 were given")
+        return await super().generate(prompts, params)
+
+
+def test_a_rollout_that_raises_a_bug_ends_the_run_with_it_instead_of_a_hang(tmp_path):
+    """Before: the group's task died with the engine's TypeError, the group stayed in flight,
+    and the trainer waited forever for it (a training run sat silent, growing). Now every
+    get() after it raises that error, and the log names the group."""
+    store = Store(tmp_path / "t.sqlite")
+    logged: list[str] = []
+    orch = Orchestrator([ToyDomain("toy")], [1.0], BuggyEngine(at=P * N), store,
+                        Limits(N, P, SamplingParams(max_new_tokens=8)), Policy(0, {}, {"engine": 2}, 2),
+                        seed=0, log=logged.append)
+
+    async def go():
+        await orch.start(0)
+        first = await orch.next_batch(P)  # the first P groups' episodes generate before the bug
+        orch.trained(first, 1, 1)
+        for _ in range(2):
+            with pytest.raises(TypeError, match="_merge"):
+                await asyncio.wait_for(orch.next_batch(P), timeout=10)
+        return await orch.finish()
+
+    dropped = asyncio.run(go())
+    assert dropped == P  # the next step's groups: dropped with the run's end, on record
+    assert any(m.startswith("[orchestrator] group g") and "raised TypeError" in m for m in logged), logged
+    rep = audit(store)
+    assert rep.ok, rep.lines()
+    assert rep.groups == {"trained": P, "dropped": P}
+
+
+def test_groups_failing_in_a_row_stop_the_run_instead_of_drawing_forever(tmp_path):
+    """An engine that is down fails every episode (EngineFailure, retried, then failed): each
+    group fails, and the planner would draw without end. After ``stop_after_failed_groups`` in a
+    row the run stops with RolloutsFailing, naming the last group's errors; 0 never stops; a group
+    that becomes ready between failures starts the count again."""
+    def run(stop_after: int, p: float, timeout: float, domains=None):
+        store = Store(tmp_path / f"s{stop_after}_{p}.sqlite")
+        engine = BatchingEngine(FlakyEngine(p, seed=1))
+        domains = domains or [ToyDomain("toy")]
+        orch = Orchestrator(domains, [1.0] * len(domains), engine, store,
+                            Limits(N, P, SamplingParams(max_new_tokens=8)),
+                            Policy(0, {}, {"engine": 1, "environment": 0}, 2, stop_after), seed=0, log=lambda _m: None)
+
+        async def go():
+            await orch.start(0)
+            try:
+                return await asyncio.wait_for(orch.next_batch(P), timeout=timeout)
+            finally:
+                await orch.finish()
+                await engine.close()
+
+        return orch, go
+
+    orch, go = run(5, 1.0, 20)
+    with pytest.raises(RolloutsFailing, match=r"the last 5 groups all failed .*the last: 0 usable episode\(s\) of 4 .*errors: engine"):
+        asyncio.run(go())
+    assert orch.failed_in_a_row >= 5  # the groups already in flight may fail too before finish() stops them
+    orch, go = run(0, 1.0, 2)  # 0: never stops (the old behaviour), the trainer waits
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(go())
+    assert orch.counts["failed_groups"] > 5
+    down = FaultyDomain(1.0, (EnvironmentFailure,))  # a second domain whose sandbox is down: its groups all fail
+    down.inner = ToyDomain("down")
+    down.name, down.source = "down", down.inner.source
+    orch, go = run(8, 0.0, 20, [ToyDomain("toy"), down])  # failures, but ready groups between them
+    assert len(asyncio.run(go())) == P
+    assert orch.counts["failed_groups"] >= 8 > orch.failed_in_a_row  # more than 8 in all: the ready ones reset the count

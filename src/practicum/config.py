@@ -104,6 +104,7 @@ class AsyncSection(_Strict):
         default_factory=lambda: {"environment": 2, "verifier": 1, "engine": 2},
         description="Retries per error kind of an episode that failed (it runs again from scratch); when they run out the episode stays failed and is kept out of the loss. Model output failures are data, never retried.")
     min_episodes: int = Field(2, ge=1, description="A group with fewer usable (scored) episodes than this is failed instead of trained.")
+    stop_after_failed_groups: int = Field(32, ge=0, description="Stop the run with an error when this many groups in a row have failed (an engine, sandbox or verifier that is down), instead of drawing groups that fail forever; 0: never stop.")
 
     @model_validator(mode="after")
     def _positive(self) -> AsyncSection:

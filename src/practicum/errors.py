@@ -20,6 +20,7 @@ Tree::
     ├── StoreError             the run folder or its SQLite store cannot be used
     ├── CheckpointError        a checkpoint is missing, partial or from another run
     ├── SandboxError           a sandbox backend cannot work here, or a path escapes a workspace
+    ├── RolloutsFailing        every group of the last many failed: the run stops instead of drawing forever
     └── RolloutFailure         a failure of one episode (recorded, never fatal)
         ├── ModelOutputFailure the model's output is not what was asked
         ├── EnvironmentFailure the environment or a tool failed on this episode
@@ -62,6 +63,12 @@ class CheckpointError(PracticumError):
 class SandboxError(PracticumError):
     """A sandbox backend cannot be used here, or a request is invalid (a path that escapes the
     workspace). What a sandboxed *program* does is never an exception: see ExecResult."""
+
+
+class RolloutsFailing(PracticumError):
+    """The last ``async.stop_after_failed_groups`` groups in a row all failed (an engine, sandbox
+    or verifier that is down): the run stops with the last group's errors instead of drawing
+    groups that fail forever. Each failure is on record in the store."""
 
 
 class RolloutFailure(PracticumError):

@@ -195,7 +195,7 @@ class Run:
             self.domains, self.weights, self.engine, self.store,
             Limits(r.group_size, r.prompts_per_step, params, r.max_turns, r.max_episode_tokens, r.max_episode_seconds),
             Policy(cfg.async_.max_staleness, dict(cfg.async_.domain_concurrency), dict(cfg.async_.retries),
-                   min(cfg.async_.min_episodes, r.group_size)),
+                   min(cfg.async_.min_episodes, r.group_size), cfg.async_.stop_after_failed_groups),
             cfg.run.seed, log, planner=self.driver)
         self.start_step = 0
         self.train_seconds = 0.0

@@ -36,7 +36,10 @@ is the model's doing and is data (score 0, trained on), never retried. A group l
 than ``min_episodes`` usable episodes is ``failed``. A task the planner cannot give (a source
 whose every candidate is held out, a curriculum level its generator rejects) ends the run: the
 next :meth:`get` raises that error, naming the draw, instead of waiting for a group that will
-never come.
+never come. So does anything else a group's rollout raises (an engine or environment bug, not
+a recorded failure): the run stops with it instead of waiting forever for that group. And when
+``stop_after_failed_groups`` groups in a row have failed (an engine or sandbox that is down),
+the run stops with :class:`~practicum.errors.RolloutsFailing` instead of drawing forever.
 
 **Resume.** :meth:`recover` settles what a crash left: groups trained by steps the checkpoint
 does not hold go back to ``ready`` (their update was lost; their samples are kept); groups
@@ -59,7 +62,7 @@ from typing import Protocol
 from practicum.curriculum.scaffold import slot_task
 from practicum.engines.base import SamplingParams
 from practicum.envs.base import Domain
-from practicum.errors import TaskError
+from practicum.errors import RolloutsFailing, TaskError
 from practicum.records import TERMINAL_GROUP, Episode, EpisodeState, Group, GroupState, Task
 from practicum.rollout import run_episode
 from practicum.store import Store
@@ -125,6 +128,7 @@ class Policy:
     domain_concurrency: dict[str, int] = field(default_factory=dict)
     retries: dict[str, int] = field(default_factory=lambda: {"environment": 2, "verifier": 1, "engine": 2})
     min_episodes: int = 2
+    stop_after_failed_groups: int = 32  # failed groups in a row that stop the run (0: never)
 
 
 class Orchestrator:
@@ -142,13 +146,14 @@ class Orchestrator:
         self.pipeline: set[str] = set()  # in flight and not yet handed to the trainer (generating or ready)
         self.demand = 0  # groups the trainer has asked for (ask) and not yet received (get)
         self.ready: asyncio.Queue[Group | None] = asyncio.Queue()  # None: drawing failed (see failure)
-        self.failure: TaskError | None = None  # why no more groups can be drawn
+        self.failure: Exception | None = None  # why the run cannot go on (see get)
         self._space = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._feeder: asyncio.Task | None = None
         self._sems = {d.name: asyncio.Semaphore(policy.domain_concurrency[d.name])
                       for d in domains if d.name in policy.domain_concurrency}
         self.counts: dict[str, int] = {"retried": 0, "dropped": 0, "failed_groups": 0, "failed_episodes": 0}
+        self.failed_in_a_row = 0  # groups failed since the last one that became ready
         self.remaining: int | None = None  # groups the run still has to train (None: no end); no more are drawn
         self._paused = 0  # > 0: no new groups are drawn (see paused())
 
@@ -225,11 +230,9 @@ class Orchestrator:
                 try:
                     group = self.draw()
                 except Exception as e:  # noqa: BLE001 - any planner error ends the run through get()
-                    self.failure = TaskError(f"cannot draw task {self.next_draw - 1} of the run: "
-                                             f"{type(e).__name__}: {e}")
-                    self.failure.__cause__ = e
-                    self.log(f"[orchestrator] {self.failure}")
-                    self.ready.put_nowait(None)
+                    failure = TaskError(f"cannot draw task {self.next_draw - 1} of the run: {type(e).__name__}: {e}")
+                    failure.__cause__ = e
+                    self._fail_run(failure)
                     return
                 self._admit(group)
             self._space.clear()
@@ -241,6 +244,21 @@ class Orchestrator:
         task = asyncio.ensure_future(self._run_group(group))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t, g=group: self._group_ended(g, t))
+
+    def _group_ended(self, group: Group, task: asyncio.Task) -> None:
+        """A rollout that raised (a bug: recorded failures do not raise) ends the run through
+        :meth:`get`; the group stays in flight, so a resume runs it again."""
+        if task.cancelled() or task.exception() is None:
+            return
+        e = task.exception()
+        self._fail_run(e, f"group {group.id} (task {group.task.id}) raised {type(e).__name__}: {e}")  # type: ignore[arg-type]
+
+    def _fail_run(self, failure: Exception, line: str | None = None) -> None:
+        if self.failure is None:  # the first cause is the one reported
+            self.failure = failure
+            self.log(f"[orchestrator] {line or failure}")
+            self.ready.put_nowait(None)
 
     def _settled(self, group: Group) -> None:
         self.in_flight.pop(group.id, None)
@@ -262,10 +280,16 @@ class Orchestrator:
                 f"{len(kept)} usable episode(s) of {len(group.episodes)} (min {self.policy.min_episodes}); "
                 f"errors: {', '.join(kinds) or 'none'}")
             self.counts["failed_groups"] += 1
+            self.failed_in_a_row += 1
             self.store.record_group(group, self.version)
             self._settled(group)
             self.planner.settled(group, trained=False)
+            n = self.policy.stop_after_failed_groups
+            if n and self.failed_in_a_row >= n:
+                self._fail_run(RolloutsFailing(f"the last {self.failed_in_a_row} groups all failed (async.stop_after_failed_groups "
+                                               f"{n}); the last: {group.reason}"))
             return
+        self.failed_in_a_row = 0
         group.state = GroupState.ready
         self.store.record_group(group, self.version)
         self.ready.put_nowait(group)
