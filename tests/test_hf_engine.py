@@ -772,3 +772,46 @@ def test_the_engines_cache_layer_appends_in_place():
     assert cache.get_seq_length() == 8 and layer.values.shape[2] == 8
     keys, _ = cache.update(torch.ones(1, 3, 1, 8), torch.ones(1, 3, 1, 8), 0)
     assert keys.shape[2] == 9 and torch.equal(keys[0, :, :3], k[1, :, 2:5])
+
+
+def test_rows_that_end_leave_and_rows_that_join_are_written_without_copying_the_batch():
+    """The places of rows that ended take rows from the end (``_fill_holes``); with distinct
+    indices the layer moves just those rows, in its own storage. Trimmed padding moves the start.
+    Rows that join go after the live ones: into spare rows when there are any (the storage stays),
+    left-padded with zeros when narrower; a wider newcomer uses the trimmed columns on the left, or
+    the layer grows once with the old rows padded."""
+    from practicum.engines.hf import _fill_holes, _new_cache
+
+    assert _fill_holes([0, 2, 3]) == [0, 3, 2]
+    assert _fill_holes([1, 2, 3]) == [3, 1, 2]
+    assert _fill_holes([2, 5, 6, 7]) == [5, 6, 2, 7]
+    assert _fill_holes([0, 1, 2]) == [0, 1, 2]
+
+    cache = _new_cache(room=4)
+    k = torch.randn(4, 3, 5, 8)
+    cache.update(k, -k, 0)
+    layer = cache.layers[0]
+    store = layer._kbuf.data_ptr()
+    cache.batch_select_indices(torch.tensor(_fill_holes([0, 2, 3])))  # row 1 ended: row 3 takes its place
+    assert layer._kbuf.data_ptr() == store
+    assert torch.equal(layer.keys, k[[0, 3, 2]]) and torch.equal(layer.values, -k[[0, 3, 2]])
+    layer.trim_left(2)  # the first two columns are padding no row needs
+    assert layer._kbuf.data_ptr() == store and cache.get_seq_length() == 3
+    assert torch.equal(layer.keys, k[[0, 3, 2]][:, :, 2:])
+    y = torch.randn(1, 3, 2, 8)
+    layer.join(y, -y)  # narrower, into the spare row left by the row that ended
+    assert layer._kbuf.data_ptr() == store and layer.keys.shape == (4, 3, 3, 8)
+    assert torch.equal(layer.keys[3, :, 1:], y[0]) and torch.equal(layer.keys[3, :, :1], torch.zeros(3, 1, 8))
+    assert torch.equal(layer.values[:3], -k[[0, 3, 2]][:, :, 2:])
+    z = torch.randn(2, 3, 4, 8)
+    layer.join(z, -z)  # wider by one (the trimmed columns have room) and two rows more than the storage holds
+    assert layer.keys.shape == (6, 3, 4, 8) and layer._kbuf.shape[0] >= 6
+    assert torch.equal(layer.keys[:3, :, 1:], k[[0, 3, 2]][:, :, 2:]) and not layer.keys[:4, :, 0].any()
+    assert torch.equal(layer.keys[3, :, 2:], y[0]) and torch.equal(layer.values[4:], -z)
+    step = torch.randn(6, 3, 1, 8)
+    keys, values = cache.update(step, -step, 0)
+    assert keys.shape == (6, 3, 5, 8) and torch.equal(keys[:, :, 4:], step) and torch.equal(values[4:, :, :4], -z)
+    wide = torch.randn(1, 3, 9, 8)
+    layer.join(wide, -wide)  # wider than the storage's free columns on the left: grows, old rows padded
+    assert layer.keys.shape == (7, 3, 9, 8) and torch.equal(layer.keys[:6, :, 4:], keys) and not layer.keys[:6, :, :4].any()
+    assert torch.equal(layer.values[6], -wide[0])

@@ -329,6 +329,7 @@ def _register_folded_attention() -> bool:
 
 
 ROOM = 64  # columns of spare room a cache layer grows by (see _roomy_layer)
+ROW_ROOM = 16  # rows of spare room a cache layer grows by when rows join (see _roomy_layer)
 _ROOMY: type | None = None
 
 
@@ -336,9 +337,17 @@ def _roomy_layer() -> type:
     """transformers' ``DynamicLayer`` appends each decode step's keys and values with ``torch.cat``,
     which copies the layer's whole cache every token: for 64 rows of a 263-token prompt on the
     embedded model, ~240 ms a step on 2 cores against ~60 ms of attention. This subclass keeps
-    spare room (:data:`ROOM` columns) after the filled part and writes new columns into it, so a
-    layer is copied once per ``ROOM`` tokens; ``keys``/``values`` read the filled part (a view),
-    and assigning them (a merge, a trim) replaces the storage, the next append making room again."""
+    its keys and values in buffers with spare room and writes into them:
+
+    * columns: :data:`ROOM` spare columns after the filled part, so a layer is copied once per
+      ``ROOM`` tokens; padding columns no row needs any more are dropped by moving the start
+      (:meth:`trim_left`), not by copying;
+    * rows: a row that ends is overwritten by a row from the end of the batch
+      (``batch_select_indices`` with distinct indices moves only the rows whose place changes);
+      rows that join are written after the others (:meth:`join`), into :data:`ROW_ROOM` spare
+      rows, so admitting a request copies its rows, not the batch's.
+
+    ``keys``/``values`` read the filled part (a view); assigning them replaces the storage."""
     global _ROOMY
     if _ROOMY is not None:
         return _ROOMY
@@ -349,9 +358,11 @@ def _roomy_layer() -> type:
             super().__init__()
             self.room = room
 
-        _kbuf: torch.Tensor | None = None
+        _kbuf: torch.Tensor | None = None  # [rows with room, H, columns with room, D]
         _vbuf: torch.Tensor | None = None
-        _nk = _nv = 0  # filled columns of each (equal, but set one after the other)
+        _rows = 0  # live rows: the first _rows of the buffers
+        _s = 0  # first filled column
+        _nk = _nv = 0  # end of the filled columns of each (equal, but set one after the other)
 
         @staticmethod
         def _filled(t) -> int:
@@ -359,19 +370,33 @@ def _roomy_layer() -> type:
 
         @property
         def keys(self):  # type: ignore[override]
-            return None if self._kbuf is None else self._kbuf[:, :, :self._nk]
+            return None if self._kbuf is None else self._kbuf[:self._rows, :, self._s:self._nk]
 
         @keys.setter
         def keys(self, t):
-            self._kbuf, self._nk = t, self._filled(t)
+            self._kbuf, self._nk, self._s = t, self._filled(t), 0
+            self._rows = 0 if t is None or t.dim() < 3 else t.shape[0]
 
         @property
         def values(self):  # type: ignore[override]
-            return None if self._vbuf is None else self._vbuf[:, :, :self._nv]
+            return None if self._vbuf is None else self._vbuf[:self._rows, :, self._s:self._nv]
 
         @values.setter
         def values(self, t):
-            self._vbuf, self._nv = t, self._filled(t)
+            self._vbuf, self._nv, self._s = t, self._filled(t), 0
+
+        def _grow(self, rows: int, cols: int, lead: int = 0) -> None:
+            """New buffers of ``rows`` x ``cols``; the live part is copied to column ``lead``."""
+            w = self._nk - self._s
+            k, v = self._kbuf, self._vbuf
+            kbuf = k.new_empty((rows, k.shape[1], cols, k.shape[3]))
+            vbuf = v.new_empty((rows, v.shape[1], cols, v.shape[3]))
+            kbuf[:self._rows, :, lead:lead + w] = k[:self._rows, :, self._s:self._nk]
+            vbuf[:self._rows, :, lead:lead + w] = v[:self._rows, :, self._s:self._nv]
+            if lead:
+                kbuf[:self._rows, :, :lead] = 0
+                vbuf[:self._rows, :, :lead] = 0
+            self._kbuf, self._vbuf, self._s, self._nk, self._nv = kbuf, vbuf, 0, lead + w, lead + w
 
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
             if not self.is_initialized or self._filled(self._kbuf) == 0:
@@ -379,18 +404,55 @@ def _roomy_layer() -> type:
                 self.keys, self.values = key_states[:, :, :0], value_states[:, :, :0]
             n, new = self._nk, key_states.shape[2]
             if n + new > min(self._kbuf.shape[2], self._vbuf.shape[2]):
-                shape = (*key_states.shape[:2], n + new + self.room, key_states.shape[3])
-                kbuf, vbuf = key_states.new_empty(shape), value_states.new_empty(shape)
-                kbuf[:, :, :n], vbuf[:, :, :n] = self._kbuf[:, :, :n], self._vbuf[:, :, :n]
-                self._kbuf, self._vbuf = kbuf, vbuf
-            self._kbuf[:, :, n:n + new] = key_states
-            self._vbuf[:, :, n:n + new] = value_states
+                self._grow(self._kbuf.shape[0], n - self._s + new + self.room)
+                n = self._nk
+            self._kbuf[:self._rows, :, n:n + new] = key_states
+            self._vbuf[:self._rows, :, n:n + new] = value_states
             self._nk = self._nv = n + new
             return self.keys, self.values
 
         def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if self._nk > 0:  # the room comes along: no copy at the next append
-                self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+            if self._nk == 0:
+                return
+            m = len(indices)
+            if m <= self._rows and len(set(indices.tolist())) == m:
+                # distinct rows: move only those whose place changes (a row read before it is written over)
+                moved = (indices != torch.arange(m, device=indices.device)).nonzero().squeeze(-1)
+                if len(moved):
+                    src = indices[moved]
+                    self._kbuf[moved, :, self._s:self._nk] = self._kbuf[src, :, self._s:self._nk]
+                    self._vbuf[moved, :, self._s:self._nv] = self._vbuf[src, :, self._s:self._nv]
+                self._rows = m
+                return
+            # rows repeated (a prompt's rows copied for its samples): gather, the room along
+            self._kbuf, self._vbuf = self._kbuf[indices], self._vbuf[indices]
+            self._rows = m
+
+        def trim_left(self, n: int) -> None:
+            """Drop the first ``n`` filled columns (padding no row needs any more): no copy."""
+            self._s += n
+
+        def join(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+            """Append rows (keys/values [B', H, L', D]) after the live ones; the narrower side is
+            left-padded with zero columns, as the batch's attention mask pads it."""
+            rows, add = self._rows, keys.shape[0]
+            w, lb = self._nk - self._s, keys.shape[2]
+            if lb > w and self._s >= lb - w:  # room on the left from earlier trims
+                self._s -= lb - w
+                self._kbuf[:rows, :, self._s:self._s + lb - w] = 0
+                self._vbuf[:rows, :, self._s:self._s + lb - w] = 0
+                w = lb
+            if lb > w or rows + add > self._kbuf.shape[0]:
+                width = max(w, lb)
+                self._grow(max(self._kbuf.shape[0], rows + add + ROW_ROOM),
+                           max(self._kbuf.shape[2] - self._s, width + self.room), width - w)
+                w = width
+            e = self._nk
+            self._kbuf[rows:rows + add, :, e - lb:e] = keys
+            self._vbuf[rows:rows + add, :, e - lb:e] = values
+            self._kbuf[rows:rows + add, :, self._s:e - lb] = 0
+            self._vbuf[rows:rows + add, :, self._s:e - lb] = 0
+            self._rows = rows + add
 
     _ROOMY = RoomyLayer
     return _ROOMY
@@ -853,6 +915,9 @@ class HFEngine:
         la, lb = a.attention.shape[1], b.attention.shape[1]
         width = max(la, lb)
         for x, y in zip(a.cache.layers, b.cache.layers):  # type: ignore[attr-defined]
+            if hasattr(x, "join"):  # a's buffers have room: only b's rows are copied
+                x.join(y.keys, y.values)
+                continue
             x.keys = torch.cat([_pad_left(x.keys, width - la, 2), _pad_left(y.keys, width - lb, 2)], 0)
             x.values = torch.cat([_pad_left(x.values, width - la, 2), _pad_left(y.values, width - lb, 2)], 0)
         attention = torch.cat([_pad_left(a.attention, width - la, 1), _pad_left(b.attention, width - lb, 1)], 0)
@@ -900,13 +965,17 @@ class HFEngine:
         cache = batch.cache
         attention, next_pos, tok = batch.attention, batch.next_pos, tok
         if len(keep) < len(rows):
+            keep = _fill_holes(keep)  # rows from the end move into the places of rows that ended
             k = torch.tensor(keep, device=self.device)
             cache.batch_select_indices(k)  # type: ignore[attr-defined]
             attention, next_pos, tok = attention[k], next_pos[k], tok[k]
             first = int(attention.any(0).nonzero()[0])  # padding columns no row needs any more
             if first > 0:
                 for layer in cache.layers:  # type: ignore[attr-defined]
-                    layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+                    if hasattr(layer, "trim_left"):
+                        layer.trim_left(first)
+                    else:
+                        layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
                 attention = attention[:, first:]
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         kept_rows = [rows[i] for i in keep]
@@ -1162,6 +1231,16 @@ def _deliverer(loop: asyncio.AbstractEventLoop, fut: asyncio.Future) -> Callable
             pass
 
     return deliver
+
+
+def _fill_holes(keep: list[int]) -> list[int]:
+    """The order of the rows left after some ended (``keep``, ascending): each row that stays
+    within the first ``len(keep)`` places keeps its place, and the places of rows that ended
+    take the rows beyond, so that a cache with room moves as few rows as ended."""
+    n = len(keep)
+    stay = {i for i in keep if i < n}
+    tail = iter(i for i in keep if i >= n)
+    return [i if i in stay else next(tail) for i in range(n)]
 
 
 def _shared_prefix(prompts: list[list[int]]) -> int:
