@@ -14,9 +14,15 @@ arithmetic with four worked examples, products with none, decimals with two, equ
   whole layer at every token) and one left-padded prefill of every distinct prompt
   (``kv_room = 0``, ``cluster_prefill = False``): what it did before.
 
+Two ways of asking: ``together`` (one ``generate`` call of the 64 requests: admitted at once)
+and ``one by one`` (64 concurrent ``submit`` calls, each sample its own request, as the training
+loop's episodes ask: the engine admits whatever has arrived when it looks, so the batch forms
+over a few admissions - merges into the running batch - while rows end at their own lengths).
+
 Same seeds on both sides, so both sample the same tokens (up to rounding); the sides alternate on
 one engine in one process, each batch of tasks once per side per repeat. Reported: medians of
-the whole generation's wall time and of the prefill alone (one new token), and the ratios.
+the whole generation's wall time and of the prefill alone (one new token, ``together`` only),
+and the ratios.
 
     python benchmarks/engine_cache.py                 # 3 repeats, a few minutes
     python benchmarks/engine_cache.py --repeats 1
@@ -64,29 +70,37 @@ async def main(args: argparse.Namespace) -> None:
             ids = [engine.renderer.chat_ids(p) for p in prompts for _ in range(8)]
             for side, (cluster, room) in SIDES.items():
                 engine.cluster_prefill, engine.kv_room = cluster, default_room if room is None else room
-                for what, n in (("prefill", 1), ("generation", args.max_new_tokens)):
+                for what, n in (("prefill", 1), ("generation", args.max_new_tokens), ("one by one", args.max_new_tokens)):
                     engine._drop_prefixes()  # as after a weight update: nothing computed is reused
+                    params = SamplingParams(max_new_tokens=n, temperature=1.0, seed=rep)
                     t0 = time.perf_counter()
-                    out = await engine.generate(ids, SamplingParams(max_new_tokens=n, temperature=1.0, seed=rep))
+                    if what == "one by one":
+                        out = await asyncio.gather(*(engine.submit(x, params) for x in ids))
+                    else:
+                        out = await engine.generate(ids, params)
                     dt = time.perf_counter() - t0
                     times.setdefault((name, side, what), []).append(dt)
-                    if what == "generation":
-                        tokens.setdefault((name, side), []).append(sum(len(c.ids) for c in out))
+                    if what != "prefill":
+                        tokens.setdefault((name, side, what), []).append(sum(len(c.ids) for c in out))
                 log(f"repeat {rep} {name:>10} {side:>12}: prefill {times[(name, side, 'prefill')][-1]:.2f} s, "
-                    f"generation {times[(name, side, 'generation')][-1]:.2f} s, {tokens[(name, side)][-1]} tokens")
+                    f"generation {times[(name, side, 'generation')][-1]:.2f} s, one by one "
+                    f"{times[(name, side, 'one by one')][-1]:.2f} s, {tokens[(name, side, 'generation')][-1]} / "
+                    f"{tokens[(name, side, 'one by one')][-1]} tokens")
     await engine.close()
     med = {k: statistics.median(v) for k, v in times.items()}
     rows = []
     for name in batches(args.config, 0):
-        p, t = (med[(name, s, "prefill")] for s in SIDES), (med[(name, s, "generation")] for s in SIDES)
-        (pp, pt), (gp, gt) = tuple(p), tuple(t)
-        toks = statistics.median(tokens[(name, "practicum")])
+        pp, pt = (med[(name, s, "prefill")] for s in SIDES)
+        gp, gt = (med[(name, s, "generation")] for s in SIDES)
+        op, ot = (med[(name, s, "one by one")] for s in SIDES)
+        toks = statistics.median(tokens[(name, "practicum", "generation")])
         rows.append([name, f"{pt:.2f}", f"{pp:.2f}", f"**{pp / pt:.2f}×**", f"{gt:.2f}", f"{gp:.2f}",
-                     f"**{gp / gt:.2f}×**", f"{toks:.0f}"])
+                     f"**{gp / gt:.2f}×**", f"{ot:.2f}", f"{op:.2f}", f"**{op / ot:.2f}×**", f"{toks:.0f}"])
     result_md = "\n".join([
         f"### engine_cache: {args.repeats} repeats, medians (s)", "",
         md_table(["batch (8 prompts × 8)", "prefill, transformers", "prefill, practicum", "ratio",
-                  "generation, transformers", "generation, practicum", "ratio", "tokens"], rows), "",
+                  "together, transformers", "together, practicum", "ratio",
+                  "one by one, transformers", "one by one, practicum", "ratio", "tokens"], rows), "",
         f"Machine: {machine_line(machine_info())}.", f"Command: `{command_line()}`"])
     print("\n" + result_md)
     out = Path(args.out)
