@@ -248,7 +248,7 @@ class Orchestrator:
 
     def _group_ended(self, group: Group, task: asyncio.Task) -> None:
         """A rollout that raised (a bug: recorded failures do not raise) ends the run through
-        :meth:`get`; the group stays in flight, so a resume runs it again."""
+        :meth:`get`. The group stays in flight: :meth:`finish` drops it, a resume re-queues it."""
         if task.cancelled() or task.exception() is None:
             return
         e = task.exception()
