@@ -252,8 +252,7 @@ def make_engine(cfg, model_path):
     from practicum.hardware import resolve_dtype
 
     dtype = resolve_dtype(cfg.model.engine_dtype, cfg.model.device)
-    return HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch,
-                    prefix_cache_mb=cfg.model.prefix_cache_mb)
+    return HFEngine(model_path, dtype=dtype, device=cfg.model.device, **cfg.model.hf_options())
 
 
 class BatchAtATime(EngineWrapper):

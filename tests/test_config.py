@@ -200,3 +200,16 @@ def test_describe_lists_and_documents_every_field(quickstart_path):
     assert sorted(documented) == sorted(expected)
     undocumented = [n for n, d in documented.items() if not d.strip()]
     assert not undocumented
+
+
+def test_the_engines_cache_room_is_config():
+    """``model.kv_room`` / ``kv_row_room`` reach the hf engine's options (what the loop, the CLI
+    and Ray's rollout workers build it with); a negative one names the field."""
+    from practicum.config import validate_config
+
+    base = MINIMAL
+    cfg = validate_config({**base, "model": {"kv_room": 0, "kv_row_room": 2}})
+    assert cfg.model.hf_options() == {"max_batch": 64, "prefix_cache_mb": 1024, "kv_room": 0, "kv_row_room": 2}
+    assert validate_config(base).model.hf_options()["kv_room"] == 64
+    with pytest.raises(ConfigError, match="kv_row_room"):
+        validate_config({**base, "model": {"kv_row_room": -1}})

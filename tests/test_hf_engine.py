@@ -270,11 +270,14 @@ def test_a_short_request_joins_a_running_batch_and_returns_first(varied_model_pa
     assert short.seconds < long.seconds
 
 
-def test_a_request_samples_the_same_alone_or_joined(varied_model_path):
+@pytest.mark.parametrize("rooms", [{}, {"kv_room": 3, "kv_row_room": 0}], ids=["default-room", "small-room"])
+def test_a_request_samples_the_same_alone_or_joined(varied_model_path, rooms):
     """Same seed, same tokens whether a request ran alone or joined others mid-decode with other
     prompts and lengths. The log-probs agree to LOGP_TOL in fp32, not bit for bit: the batch's
-    shape and padding length change the rounding of the matmuls and of attention."""
-    engine = _engine(varied_model_path, max_batch=4)  # five requests: one also waits for a free row
+    shape and padding length change the rounding of the matmuls and of attention. With 3 spare
+    columns and no spare rows (``model.kv_room`` / ``kv_row_room``) every layer grows every few
+    tokens and at every join, and samples the same."""
+    engine = _engine(varied_model_path, max_batch=4, **rooms)  # five requests: one also waits for a free row
     prompts = _prompts(engine)
     params = [SamplingParams(max_new_tokens=10 + 6 * i, temperature=1.0, seed=40 + i) for i in range(len(prompts))]
     alone = [_generate(engine, [p], sp)[0] for p, sp in zip(prompts, params)]
@@ -815,3 +818,24 @@ def test_rows_that_end_leave_and_rows_that_join_are_written_without_copying_the_
     layer.join(wide, -wide)  # wider than the storage's free columns on the left: grows, old rows padded
     assert layer.keys.shape == (7, 3, 9, 8) and torch.equal(layer.keys[:6, :, 4:], keys) and not layer.keys[:6, :, :4].any()
     assert torch.equal(layer.values[6], -wide[0])
+
+
+def test_a_layers_spare_rows_and_columns_are_what_it_is_given():
+    """``row_room`` spare rows after a join that outgrows the storage (none: exactly the rows that
+    are live), ``room`` spare columns after an append that does; HFEngine takes both (the config's
+    ``model.kv_room`` / ``kv_row_room``) and refuses negative ones."""
+    from practicum.engines.hf import HFEngine, _new_cache
+
+    for row_room in (0, 5):
+        cache = _new_cache(room=2, row_room=row_room)
+        k = torch.randn(2, 3, 4, 8)
+        cache.update(k, -k, 0)
+        layer = cache.layers[0]
+        assert layer._kbuf.shape[:3] == (2, 3, 4 + 2)  # the prefill and its spare columns
+        layer.join(torch.randn(1, 3, 4, 8), torch.randn(1, 3, 4, 8))
+        assert layer._kbuf.shape[0] == 3 + row_room and layer.keys.shape == (3, 3, 4, 8)
+        for _ in range(3):  # two appends fill the spare columns, the third grows the layer
+            cache.update(torch.randn(3, 3, 1, 8), torch.randn(3, 3, 1, 8), 0)
+        assert layer._kbuf.shape[2] == 7 + 2 and layer.keys.shape == (3, 3, 7, 8)
+    with pytest.raises(ValueError, match="kv_room"):
+        HFEngine("unused", kv_room=-1)

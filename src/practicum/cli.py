@@ -177,7 +177,7 @@ def eval_(
             else:
                 path = resolve_model(model or cfg.model.name)
             engine = HFEngine(path, dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device), device=cfg.model.device,
-                              max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
+                              **cfg.model.hf_options())
         if weights is not None:
             engine.load_weights(weights, 1)
         if not no_cache:

@@ -45,9 +45,16 @@ class ModelSection(_Strict):
     engine_dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field("auto", description="Generation dtype. auto: bf16 where the device has bf16 instructions (GPUs, CPUs with AVX512-BF16/AMX), fp32 where it would be emulated (about 4x slower).")
     max_batch: int = Field(64, ge=1, description="Most sequences decoding at once.")
     prefix_cache_mb: float = Field(1024, ge=0, description="Memory for KV caches of ended rows, reused by the next turn of their conversation (only its new tokens are prefilled; emptied when weights change). 0: off.")
+    kv_room: int = Field(64, ge=0, description="hf engine: spare KV-cache columns a layer grows by, so that decoding copies a layer once per kv_room tokens instead of every token. 0: transformers' own cache layers (no spare memory, a copy of the layer per token).")
+    kv_row_room: int = Field(16, ge=0, description="hf engine: spare KV-cache rows a layer grows by when requests join a running batch, so that admitting one copies its own rows, not the batch's (with kv_room > 0). 0: no spare rows.")
     engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (transformers, in process, continuous batching) or vllm (the vllm extra, a GPU; docs/distributed.md).")
     vllm: dict[str, Any] = Field(default_factory=dict, description="engine: vllm - extra arguments of vllm.LLM (gpu_memory_utilization, max_model_len, tensor_parallel_size...).")
     endpoint: EndpointConfig | None = Field(None, description="Generate with an OpenAI-compatible chat-completions endpoint instead of the in-process model (docs/endpoints.md): evaluation and data generation only, never training.")
+
+    def hf_options(self) -> dict[str, Any]:
+        """The in-process hf engine's sizes from this section: ``HFEngine(path, dtype, device, **this)``."""
+        return {"max_batch": self.max_batch, "prefix_cache_mb": self.prefix_cache_mb,
+                "kv_room": self.kv_room, "kv_row_room": self.kv_row_room}
 
 
 class ExampleSection(_Strict):

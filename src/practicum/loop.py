@@ -153,8 +153,7 @@ class Run:
                 from practicum.distributed.rollout import RayEngine
 
                 engine = RayEngine(model_path, dtype, cfg.distributed, device=cfg.model.device,
-                                   max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb,
-                                   kind=cfg.model.engine, options=cfg.model.vllm)
+                                   kind=cfg.model.engine, options=cfg.model.vllm, **cfg.model.hf_options())
             elif cfg.model.engine == "vllm":
                 from practicum.engines.vllm import VLLMEngine
 
@@ -162,8 +161,7 @@ class Run:
             else:
                 from practicum.engines.hf import HFEngine
 
-                engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, max_batch=cfg.model.max_batch,
-                                  prefix_cache_mb=cfg.model.prefix_cache_mb)
+                engine = HFEngine(model_path, dtype=dtype, device=cfg.model.device, **cfg.model.hf_options())
             self._owned.append(engine)
         self.engine = BatchingEngine(engine)
         # On CPU a local trainer's work runs on the engine's decode thread (HFEngine.run_job):

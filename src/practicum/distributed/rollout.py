@@ -72,7 +72,8 @@ class RolloutWorker:
     """One rollout worker (made a Ray actor by :class:`RayEngine`): an HFEngine in its own process."""
 
     def __init__(self, path: str, dtype: str, device: str, max_batch: int, prefix_cache_mb: float, threads: int,
-                 kind: str = "hf", options: dict[str, Any] | None = None) -> None:
+                 kind: str = "hf", options: dict[str, Any] | None = None, kv_room: int = 64,
+                 kv_row_room: int = 16) -> None:
         torch.set_num_threads(threads)
         self.engine: Any
         if kind == "vllm":
@@ -84,7 +85,7 @@ class RolloutWorker:
             from practicum.engines.hf import HFEngine
 
             self.engine = HFEngine(path, dtype=getattr(torch, dtype), device=device, max_batch=max_batch,
-                                   prefix_cache_mb=prefix_cache_mb)
+                                   prefix_cache_mb=prefix_cache_mb, kv_room=kv_room, kv_row_room=kv_row_room)
         self.first_request_version: int | None = None  # the version it held when its first request came
         self.requests = 0
 
@@ -125,7 +126,7 @@ class RayEngine:
 
     def __init__(self, model_path: str | Path, dtype: torch.dtype, cfg: DistributedConfig, device: str = "cpu",
                  max_batch: int = 64, prefix_cache_mb: float = 1024, kind: str = "hf",
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, kv_room: int = 64, kv_row_room: int = 16) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 
         from practicum.engines.render import ChatRenderer
@@ -133,7 +134,7 @@ class RayEngine:
         self.cfg = cfg
         self.path = str(model_path)
         self._args = (self.path, str(dtype).removeprefix("torch."), device, max_batch, prefix_cache_mb,
-                      worker_threads(cfg.rollout), kind, dict(options or {}))
+                      worker_threads(cfg.rollout), kind, dict(options or {}), kv_room, kv_row_room)
         try:
             eos = GenerationConfig.from_pretrained(self.path).eos_token_id
         except OSError:

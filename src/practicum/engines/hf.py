@@ -344,8 +344,8 @@ def _roomy_layer() -> type:
       (:meth:`trim_left`), not by copying;
     * rows: a row that ends is overwritten by a row from the end of the batch
       (``batch_select_indices`` with distinct indices moves only the rows whose place changes);
-      rows that join are written after the others (:meth:`join`), into :data:`ROW_ROOM` spare
-      rows, so admitting a request copies its rows, not the batch's.
+      rows that join are written after the others (:meth:`join`), into ``row_room`` spare rows
+      (:data:`ROW_ROOM` by default), so admitting a request copies its rows, not the batch's.
 
     ``keys``/``values`` read the filled part (a view); assigning them replaces the storage."""
     global _ROOMY
@@ -354,9 +354,9 @@ def _roomy_layer() -> type:
     from transformers.cache_utils import DynamicLayer
 
     class RoomyLayer(DynamicLayer):
-        def __init__(self, room: int = ROOM) -> None:
+        def __init__(self, room: int = ROOM, row_room: int = ROW_ROOM) -> None:
             super().__init__()
-            self.room = room
+            self.room, self.row_room = room, row_room
 
         _kbuf: torch.Tensor | None = None  # [rows with room, H, columns with room, D]
         _vbuf: torch.Tensor | None = None
@@ -444,7 +444,7 @@ def _roomy_layer() -> type:
                 w = lb
             if lb > w or rows + add > self._kbuf.shape[0]:
                 width = max(w, lb)
-                self._grow(max(self._kbuf.shape[0], rows + add + ROW_ROOM),
+                self._grow(max(self._kbuf.shape[0], rows + add + self.row_room),
                            max(self._kbuf.shape[2] - self._s, width + self.room), width - w)
                 w = width
             e = self._nk
@@ -458,10 +458,12 @@ def _roomy_layer() -> type:
     return _ROOMY
 
 
-def _new_cache(data: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None, room: int = ROOM) -> object:
+def _new_cache(data: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None, room: int = ROOM,
+               row_room: int = ROW_ROOM) -> object:
     """A ``DynamicCache`` filled with ``data`` (per layer, keys and values [B, H, L, D]: copied, so
-    stored rows are never written to): of :func:`_roomy_layer` layers with ``room`` spare columns,
-    or of transformers' own ``DynamicLayer`` (a copy of the layer per token) where ``room`` is 0."""
+    stored rows are never written to): of :func:`_roomy_layer` layers with ``room`` spare columns
+    and ``row_room`` spare rows, or of transformers' own ``DynamicLayer`` (a copy of the layer per
+    token) where ``room`` is 0."""
     import functools
 
     from transformers import DynamicCache
@@ -469,7 +471,7 @@ def _new_cache(data: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None, 
     if not room:
         return DynamicCache(ddp_cache_data=data) if data else DynamicCache()
     cache = DynamicCache()
-    cache.layer_class_to_replicate = functools.partial(_roomy_layer(), room)
+    cache.layer_class_to_replicate = functools.partial(_roomy_layer(), room, row_room)
     for i, (k, v) in enumerate(data or ()):
         cache.update(k, v, i)
     return cache
@@ -506,10 +508,15 @@ class HFEngine:
         prefix_cache_mb: float = 1024,
         quantize: str | None = None,
         beginning_cache_mb: float = 256,
+        kv_room: int = ROOM,
+        kv_row_room: int = ROW_ROOM,
     ) -> None:
         """``quantize="int8"``: dynamic int8 weights for every linear layer (CPU; a serving tier:
         the weights can no longer be updated). ``beginning_cache_mb``: memory for the shared
-        beginnings of prompts (0: off)."""
+        beginnings of prompts (0: off). ``kv_room`` / ``kv_row_room``: spare columns and rows a
+        cache layer grows by (:func:`_roomy_layer`; ``kv_room`` 0: transformers' own layers)."""
+        if kv_room < 0 or kv_row_room < 0:
+            raise ValueError(f"kv_room and kv_row_room must be >= 0, got {kv_room} and {kv_row_room}")
         from transformers import AutoTokenizer
 
         from practicum.models import load_causal_lm
@@ -550,7 +557,8 @@ class HFEngine:
         self._prefix_held = 0
         self.share_prefix = True  # prefill the common beginning of prompts admitted together once
         self.cluster_prefill = True  # ... family by family, when they begin alike in families (_prefill_clusters)
-        self.kv_room = ROOM  # spare cache columns a layer grows by (_roomy_layer); 0: transformers' DynamicLayer
+        self.kv_room = kv_room  # spare cache columns a layer grows by (_roomy_layer); 0: transformers' DynamicLayer
+        self.kv_row_room = kv_row_room  # spare cache rows it grows by when rows join
         self.shared_prefix_tokens = 0  # prefill tokens saved that way (for tests and benchmarks)
         self.prefix_hits = 0  # requests that reused a kept prefix (for tests and benchmarks)
         self.prefix_tokens_reused = 0
@@ -811,7 +819,7 @@ class HFEngine:
             # system prompt, tool schemas, worked examples) is computed once on one row and its
             # cache rows copied; then each prompt's own part follows, left-padded after it
             # (masked columns in the middle, positions per row).
-            cache = _new_cache(stored[1] if stored is not None else None, self.kv_room)
+            cache = _new_cache(stored[1] if stored is not None else None, self.kv_room, self.kv_row_room)
             if head > p:
                 self.model(input_ids=torch.tensor([distinct[0][p:head]], device=self.device),
                            attention_mask=torch.ones((1, head), dtype=torch.long, device=self.device),
@@ -831,7 +839,7 @@ class HFEngine:
                 self.beginning_hits += 1
                 self.beginning_tokens_reused += p * n
         else:
-            cache = _new_cache(room=self.kv_room)
+            cache = _new_cache(room=self.kv_room, row_room=self.kv_row_room)
             logits = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                                 cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
         for layer in cache.layers:
@@ -860,7 +868,7 @@ class HFEngine:
         """One request's batch from a kept prefix: only the tokens after it go through the model."""
 
         n = len(kept.ids)
-        cache = _new_cache(kept.kv, self.kv_room)
+        cache = _new_cache(kept.kv, self.kv_room, self.kv_row_room)
         suffix = torch.tensor([r.ids[n:]], dtype=torch.long, device=self.device)
         attention = torch.ones((1, len(r.ids)), dtype=torch.long, device=self.device)
         positions = torch.arange(n, len(r.ids), device=self.device).unsqueeze(0)
@@ -1005,7 +1013,7 @@ class HFEngine:
             ids = list(key)
             kept = self._take_prefix(ids)
             if kept is not None:
-                parts.append((reqs, _new_cache(kept.kv, self.kv_room), len(kept.ids)))
+                parts.append((reqs, _new_cache(kept.kv, self.kv_room, self.kv_row_room), len(kept.ids)))
                 self.prefix_hits += 1
                 self.prefix_tokens_reused += len(kept.ids)
                 continue
@@ -1013,7 +1021,7 @@ class HFEngine:
             if stored is not None:
                 self.beginning_hits += 1
                 self.beginning_tokens_reused += stored[0] * len(reqs)
-            parts.append((reqs, _new_cache(stored[1] if stored else None, self.kv_room),
+            parts.append((reqs, _new_cache(stored[1] if stored else None, self.kv_room, self.kv_row_room),
                           stored[0] if stored else 0))
         b = len(batch.rows)
         ids = [tok]
