@@ -206,10 +206,12 @@ def test_the_engines_cache_room_is_config():
     """``model.kv_room`` / ``kv_row_room`` reach the hf engine's options (what the loop, the CLI
     and Ray's rollout workers build it with); a negative one names the field."""
     from practicum.config import validate_config
+    from practicum.engines.hf import ROOM, ROW_ROOM
 
     base = MINIMAL
     cfg = validate_config({**base, "model": {"kv_room": 0, "kv_row_room": 2}})
     assert cfg.model.hf_options() == {"max_batch": 64, "prefix_cache_mb": 1024, "kv_room": 0, "kv_row_room": 2}
-    assert validate_config(base).model.hf_options()["kv_room"] == 64
+    defaults = validate_config(base).model.hf_options()
+    assert (defaults["kv_room"], defaults["kv_row_room"]) == (ROOM, ROW_ROOM)  # the engine's own defaults
     with pytest.raises(ConfigError, match="kv_row_room"):
         validate_config({**base, "model": {"kv_row_room": -1}})

@@ -34,6 +34,7 @@ import torch
 
 from practicum.distributed.config import DistributedConfig, Placement
 from practicum.engines.base import Completion, SamplingParams
+from practicum.engines.hf import ROOM, ROW_ROOM
 from practicum.errors import EngineFailure
 
 
@@ -72,8 +73,8 @@ class RolloutWorker:
     """One rollout worker (made a Ray actor by :class:`RayEngine`): an HFEngine in its own process."""
 
     def __init__(self, path: str, dtype: str, device: str, max_batch: int, prefix_cache_mb: float, threads: int,
-                 kind: str = "hf", options: dict[str, Any] | None = None, kv_room: int = 64,
-                 kv_row_room: int = 16) -> None:
+                 kind: str = "hf", options: dict[str, Any] | None = None, kv_room: int = ROOM,
+                 kv_row_room: int = ROW_ROOM) -> None:
         torch.set_num_threads(threads)
         self.engine: Any
         if kind == "vllm":
@@ -126,7 +127,7 @@ class RayEngine:
 
     def __init__(self, model_path: str | Path, dtype: torch.dtype, cfg: DistributedConfig, device: str = "cpu",
                  max_batch: int = 64, prefix_cache_mb: float = 1024, kind: str = "hf",
-                 options: dict[str, Any] | None = None, kv_room: int = 64, kv_row_room: int = 16) -> None:
+                 options: dict[str, Any] | None = None, kv_room: int = ROOM, kv_row_room: int = ROW_ROOM) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 
         from practicum.engines.render import ChatRenderer
