@@ -92,7 +92,7 @@ async def _train(args: argparse.Namespace, side: str) -> dict[str, Any]:
     cfg = load_cfg(args.config, overrides)
     torch.set_num_threads(args.threads)
     hf = HFEngine(resolve_model(cfg.model.name), dtype=resolve_dtype(cfg.model.engine_dtype, cfg.model.device),
-                  device=cfg.model.device, max_batch=cfg.model.max_batch, prefix_cache_mb=cfg.model.prefix_cache_mb)
+                  device=cfg.model.device, **cfg.model.hf_options())
     engine = hf if continuous else BatchAtATime(hf)
     run = Run(cfg, overwrite=True, log=log, engine=engine)
     steps: list[dict[str, Any]] = []

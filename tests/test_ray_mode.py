@@ -51,6 +51,7 @@ def test_a_killed_rollout_worker_is_replaced_and_nothing_is_lost(local_ray, tiny
     run = Run(cfg, overwrite=True, log=lambda _m: None)
     engine = run.engine.engine
     assert [w.version for w in engine.workers] == [0, 0]
+    assert engine._args[-1] == cfg.model.hf_options()  # each worker's HFEngine is built with the config's sizes
     killed: list[str] = []
 
     async def killer() -> None:
@@ -170,3 +171,17 @@ def test_code_is_verified_in_a_sandbox_worker(local_ray, tmp_path):
     import os
 
     assert h["pid"] != os.getpid()
+
+
+def test_a_rollout_worker_builds_its_engine_with_the_sizes_it_is_given(tiny_model_path):
+    """What a Ray actor runs, called in process: the hf options (``ModelSection.hf_options()``)
+    reach its HFEngine."""
+    import torch
+
+    from practicum.distributed.rollout import RolloutWorker
+
+    worker = RolloutWorker(str(tiny_model_path), "float32", "cpu", torch.get_num_threads(),
+                           hf={"max_batch": 4, "prefix_cache_mb": 0, "kv_room": 3, "kv_row_room": 0})
+    e = worker.engine
+    assert (e.max_batch, e.prefix_cache_bytes, e.kv_room, e.kv_row_room) == (4, 0, 3, 0)
+    asyncio.run(worker.close())

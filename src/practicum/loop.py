@@ -153,7 +153,7 @@ class Run:
                 from practicum.distributed.rollout import RayEngine
 
                 engine = RayEngine(model_path, dtype, cfg.distributed, device=cfg.model.device,
-                                   kind=cfg.model.engine, options=cfg.model.vllm, **cfg.model.hf_options())
+                                   kind=cfg.model.engine, options=cfg.model.vllm, hf=cfg.model.hf_options())
             elif cfg.model.engine == "vllm":
                 from practicum.engines.vllm import VLLMEngine
 

@@ -34,7 +34,6 @@ import torch
 
 from practicum.distributed.config import DistributedConfig, Placement
 from practicum.engines.base import Completion, SamplingParams
-from practicum.engines.hf import ROOM, ROW_ROOM
 from practicum.errors import EngineFailure
 
 
@@ -72,9 +71,8 @@ def worker_threads(p: Placement) -> int:
 class RolloutWorker:
     """One rollout worker (made a Ray actor by :class:`RayEngine`): an HFEngine in its own process."""
 
-    def __init__(self, path: str, dtype: str, device: str, max_batch: int, prefix_cache_mb: float, threads: int,
-                 kind: str = "hf", options: dict[str, Any] | None = None, kv_room: int = ROOM,
-                 kv_row_room: int = ROW_ROOM) -> None:
+    def __init__(self, path: str, dtype: str, device: str, threads: int, kind: str = "hf",
+                 options: dict[str, Any] | None = None, hf: dict[str, Any] | None = None) -> None:
         torch.set_num_threads(threads)
         self.engine: Any
         if kind == "vllm":
@@ -85,8 +83,7 @@ class RolloutWorker:
         else:
             from practicum.engines.hf import HFEngine
 
-            self.engine = HFEngine(path, dtype=getattr(torch, dtype), device=device, max_batch=max_batch,
-                                   prefix_cache_mb=prefix_cache_mb, kv_room=kv_room, kv_row_room=kv_row_room)
+            self.engine = HFEngine(path, dtype=getattr(torch, dtype), device=device, **(hf or {}))
         self.first_request_version: int | None = None  # the version it held when its first request came
         self.requests = 0
 
@@ -126,16 +123,17 @@ class RayEngine:
     continuous = True
 
     def __init__(self, model_path: str | Path, dtype: torch.dtype, cfg: DistributedConfig, device: str = "cpu",
-                 max_batch: int = 64, prefix_cache_mb: float = 1024, kind: str = "hf",
-                 options: dict[str, Any] | None = None, kv_room: int = ROOM, kv_row_room: int = ROW_ROOM) -> None:
+                 kind: str = "hf", options: dict[str, Any] | None = None, hf: Mapping[str, Any] | None = None) -> None:
+        """``options``: vllm.LLM's extra arguments (``kind: vllm``); ``hf``: HFEngine's sizes
+        (``ModelSection.hf_options()``: max_batch, prefix_cache_mb, kv_room, kv_row_room)."""
         from transformers import AutoTokenizer, GenerationConfig
 
         from practicum.engines.render import ChatRenderer
 
         self.cfg = cfg
         self.path = str(model_path)
-        self._args = (self.path, str(dtype).removeprefix("torch."), device, max_batch, prefix_cache_mb,
-                      worker_threads(cfg.rollout), kind, dict(options or {}), kv_room, kv_row_room)
+        self._args = (self.path, str(dtype).removeprefix("torch."), device, worker_threads(cfg.rollout), kind,
+                      dict(options or {}), dict(hf or {}))
         try:
             eos = GenerationConfig.from_pretrained(self.path).eos_token_id
         except OSError:
