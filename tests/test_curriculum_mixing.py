@@ -52,6 +52,34 @@ def test_improving_mode_favours_the_domain_whose_reward_still_rises():
     assert slope([1.0]) == 0.0
 
 
+def test_headroom_mode_draws_away_from_a_mastered_domain():
+    cfg = MixingConfig(mode="headroom", temperature=1.0, floor=0.0, window=2)
+    mixer = DomainMixer(cfg, {"a": 1.0, "b": 1.0, "c": 2.0})
+    for ra, rb, rc in [([0.2], [1.0, 1.0], [0.0, 1.0]), ([0.4], [1.0], [0.6, 0.8])]:
+        mixer.observe("a", ra, [0.0])
+        mixer.observe("b", rb, [0.0])
+        mixer.observe("c", rc, [0.0])
+    # headroom over the last 2 step means: a 1 - 0.3 = 0.7, b 1 - 1 = 0 -> 0.001, c 1 - 0.6 = 0.4;
+    # T 1: shares ~ weight x headroom = 0.25 x 0.7, 0.25 x 0.001, 0.5 x 0.4 = 0.175, 0.00025, 0.2
+    t = mixer.targets()
+    assert t["a"] == pytest.approx(0.175 / 0.37525, abs=1e-9)  # 0.466356
+    assert t["b"] == pytest.approx(0.00025 / 0.37525, abs=1e-9)  # 0.000666
+    assert t["c"] == pytest.approx(0.2 / 0.37525, abs=1e-9)  # 0.532978
+    mixer.observe("c", [0.9], [0.0])  # the window drops c's 0.5: mean 0.8, headroom 0.2
+    # T 0.5 squares the headroom: 0.25 x 0.49, 0.25 x 1e-6, 0.5 x 0.04; with the floor 0.05: 0.05 + 0.85 x share
+    sharp = DomainMixer(MixingConfig(mode="headroom", temperature=0.5, floor=0.05, window=2), {"a": 1.0, "b": 1.0, "c": 2.0})
+    sharp.rewards = {d: list(v) for d, v in mixer.rewards.items()}
+    total = 0.1225 + 0.25e-6 + 0.02
+    assert sharp.targets()["a"] == pytest.approx(0.05 + 0.85 * 0.1225 / total, abs=1e-9)  # 0.780701
+    assert sharp.targets()["b"] == pytest.approx(0.05 + 0.85 * 0.25e-6 / total, abs=1e-9)  # the floor, nearly
+    assert mixer.targets()["c"] == pytest.approx(0.1 / 0.27525, abs=1e-9)
+    # a reward above 1 (a shaped score) reads as mastered, not as negative headroom
+    over = DomainMixer(cfg, {"a": 1.0, "b": 1.0})
+    over.observe("a", [1.5], [0.0])
+    over.observe("b", [0.0], [0.0])
+    assert over.targets()["a"] == pytest.approx(0.001 / 1.001, abs=1e-12)
+
+
 def test_config_refuses_a_floor_that_starves_the_rest_and_non_positive_weights():
     with pytest.raises(ValueError, match="floor"):
         DomainMixer(MixingConfig(mode="advantage", floor=0.5), {"a": 1.0, "b": 1.0})

@@ -5,7 +5,12 @@ Two parts, used together:
 
 * :class:`DomainMixer` turns the per-domain statistics of each step into target shares.
   ``static``: the configured weights. ``improving``: towards domains whose training reward is
-  still rising (the least-squares slope of their last ``window`` step means). ``advantage``:
+  still rising (the least-squares slope of their last ``window`` step means). ``headroom``:
+  towards domains the policy has not mastered yet, share proportional to weight x (1 - mean
+  training reward over the last ``window`` steps) ** (1 / temperature): a solved domain's
+  groups are all right and teach nothing, so its draws go to the others (a domain-level form of
+  DoReMi's "excess loss" weighting, Xie et al. 2023, with the failure rate for the loss; rewards
+  are read as scores in [0, 1]). ``advantage``:
   towards domains whose groups carry the most signal, the running mean |advantage| (DUMP,
   Wang et al. 2025, "Automated distribution-level curriculum learning for RL-based LLM
   post-training"; DUMP adds a UCB bonus that this leaves out). Adaptive shares are a softmax of
@@ -40,17 +45,21 @@ from practicum.curriculum.base import Strict
 
 
 class MixingConfig(Strict):
-    mode: Literal["static", "improving", "advantage"] = Field(
+    mode: Literal["static", "improving", "headroom", "advantage"] = Field(
         default="static", description="static: the configured weights; improving: towards domains whose training reward still "
-        "rises; advantage: towards domains with the largest running mean |advantage| (DUMP).")
+        "rises; headroom: towards domains not mastered yet, share ~ weight x (1 - mean training reward over the window) ** "
+        "(1 / temperature), rewards read as scores in [0, 1]; advantage: towards domains with the largest running mean "
+        "|advantage| (DUMP).")
     weights: dict[str, float] = Field(default_factory=dict, description="Weight per domain name (default: the "
                                       "domain's own `weight`). Normalised to shares.")
     temperature: float = Field(default=0.1, gt=0, description="Adaptive modes: softmax temperature over the statistic "
-                               "(mean |advantage|, or reward gained over the window). Smaller: sharper.")
+                               "(mean |advantage|, reward gained over the window, or log of the headroom: 1 gives shares "
+                               "proportional to weight x headroom). Smaller: sharper.")
     floor: float = Field(default=0.05, ge=0, lt=1, description="Adaptive modes: least share of every domain; the number of "
                          "domains times the floor must stay below 1.")
     ema: float = Field(default=0.3, gt=0, le=1, description="advantage: weight of the newest step in the running mean |advantage|.")
-    window: int = Field(default=8, ge=2, description="improving: steps of per-domain mean reward the slope is fitted on.")
+    window: int = Field(default=8, ge=2, description="improving: steps of per-domain mean reward the slope is fitted on; "
+                        "headroom: steps of per-domain mean reward averaged.")
     balance: Literal["trained", "drawn"] = Field(
         default="drawn", description="drawn: a weighted coin per draw (the orchestrator's draw, reproducible from (seed, k)); "
         "trained: draw the domain whose trained-plus-in-flight groups lag its share most (holds the trained ratio "
@@ -65,6 +74,9 @@ class MixingConfig(Strict):
         if bad:
             raise ValueError(f"mixing.weights must be > 0 (got {', '.join(bad)})")
         return self
+
+
+HEADROOM_MIN = 1e-3  # a domain solved on every draw keeps a share of its weight x 0.001 ** (1 / T) (and the floor)
 
 
 def normalise(weights: dict[str, float]) -> dict[str, float]:
@@ -111,6 +123,11 @@ class DomainMixer:
         if self.cfg.mode == "advantage":
             return self.abs_adv.get(domain)
         hist = self.rewards[domain]
+        if self.cfg.mode == "headroom":  # log of what is left to learn: the softmax then gives weight x headroom ** (1 / T)
+            if not hist:
+                return None
+            mean = min(max(sum(hist) / len(hist), 0.0), 1.0)
+            return math.log(max(1.0 - mean, HEADROOM_MIN))
         return max(slope(hist), 0.0) * len(hist) if len(hist) >= 2 else None  # reward gained over the window
 
     def targets(self) -> dict[str, float]:
