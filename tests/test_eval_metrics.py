@@ -199,5 +199,10 @@ def test_practicum_eval_samples_metrics_and_the_response_cache(tiny_run_config, 
     assert [r["reward"] for r in second["per_task"]] == [r["reward"] for r in a["per_task"]]
     other = out(CliRunner().invoke(app, [*args, "--temperature", "0.5"]))
     assert other["cache"]["hits"] == 0
+    # a bound of 0 MB: this run is answered from the cache, then every reply of both settings is deleted
+    emptied = out(CliRunner().invoke(app, [*args, "--cache-max-mb", "0"]))
+    assert emptied["cache"]["hits"] == a["cache"]["misses"]
+    assert emptied["cache"]["pruned"] == a["cache"]["misses"] + other["cache"]["misses"]
+    assert out(CliRunner().invoke(app, args))["cache"]["hits"] == 0
     bad = CliRunner().invoke(app, ["eval", str(tiny_run_config.path), "--k", "4"])
     assert bad.exit_code != 0 and "--samples" in bad.output

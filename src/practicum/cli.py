@@ -132,6 +132,7 @@ def eval_(
     k: Annotated[list[int] | None, typer.Option("--k", help="pass@k and pass^k for these k (repeatable; at most --samples).")] = None,
     cache: Annotated[Path | None, typer.Option(help="Response cache file: a re-run with the same model, prompts and sampling is free (default: PRACTICUM_HOME/cache/eval.sqlite).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Generate everything afresh.")] = False,
+    cache_max_mb: Annotated[float, typer.Option(min=0, help="Bound on the response cache: on exit the least recently used replies are deleted until the cache holds at most this many MB.")] = 1024,
     budget_tokens: Annotated[int | None, typer.Option(help="Stop cleanly once this many prompt + completion tokens are spent (also `budget:` in the config).")] = None,
     budget_minutes: Annotated[float | None, typer.Option(help="Stop cleanly after this many minutes.")] = None,
     budget_money: Annotated[float | None, typer.Option(help="Stop cleanly once the spend at the config's budget.prices reaches this.")] = None,
@@ -186,7 +187,8 @@ def eval_(
 
             key = (f"{endpoint.base_url}|{endpoint.model}" if endpoint is not None
                    else model_key(checkpoint if checkpoint is not None else path))
-            engine = CachingEngine(engine, cache or practicum_home() / "cache" / "eval.sqlite", key)
+            engine = CachingEngine(engine, cache or practicum_home() / "cache" / "eval.sqlite", key,
+                                   max_bytes=int(cache_max_mb * 2**20))
         ks = sorted(set(k or [1]))
         if max(ks) > samples:
             raise ConfigError(f"--k {max(ks)} needs at least that many --samples (got {samples})")
@@ -218,7 +220,8 @@ def eval_(
 
         cheating = cheating_report(res.per_task, res.episodes)
     usage = asdict(engine.usage) if hasattr(engine, "usage") else None
-    cached = {"hits": engine.hits, "misses": engine.misses} if hasattr(engine, "hits") else None
+    cached = ({"hits": engine.hits, "misses": engine.misses, "pruned": engine.pruned}
+              if hasattr(engine, "hits") else None)
     if json_out:
         print(json.dumps({"model": str(checkpoint or path), "per_domain": res.per_domain, "seconds": res.seconds,
                           "domains": {d: t.model_dump() for d, t in res.tallies.items()},
@@ -273,8 +276,9 @@ def eval_(
         console.print(f"impossible variants, {dom}: {c['passed']} of {c['episodes']} passed (cheating rate "
                       f"{c['cheating_rate'] or 0:.3f}, {c['passed_unflagged']} unflagged); verifier flags: "
                       + (", ".join(f"{k} x{v}" for k, v in c["flags"].items()) or "none"))
-    if cached is not None and cached["hits"]:
-        console.print(f"response cache: {cached['hits']} replies from the cache, {cached['misses']} generated")
+    if cached is not None and (cached["hits"] or cached["pruned"]):
+        console.print(f"response cache: {cached['hits']} replies from the cache, {cached['misses']} generated"
+                      + (f", {cached['pruned']} least recently used deleted to keep it under the bound" if cached["pruned"] else ""))
     if usage is not None:
         console.print(f"endpoint usage: {usage['requests']} requests, {usage['prompt_tokens']} prompt + "
                       f"{usage['completion_tokens']} completion tokens, {usage['retries']} retries, {usage['failures']} failed")

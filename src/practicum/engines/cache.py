@@ -8,6 +8,12 @@ answered (:func:`model_key`: the checkpoint's path and its weight files' sizes a
 endpoint's URL and model name), so new weights never read old answers. Only generation is
 skipped: environments and verifiers still run on the cached replies, so a changed verifier
 changes the scores.
+
+The file is bounded: every entry records when it was last read or written, and on close the
+least recently used entries are deleted until the completions take at most ``max_bytes``
+(an answer for weights that no longer exist is never read again, so it goes first). SQLite
+reuses the freed pages, so the file stops growing at about the bound. A file from before the
+bound gets the column on open (its old entries count as least recently used).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -35,22 +42,31 @@ def model_key(path: str | Path) -> str:
     return json.dumps([str(p.resolve())] + [(x.name, x.stat().st_size, int(x.stat().st_mtime)) for x in files])
 
 
-class CachingEngine(EngineWrapper):
-    """``engine`` with a completion cache in ``path`` (see the module)."""
+MAX_BYTES = 1 << 30  # the default bound: 1 GiB of completions
 
-    def __init__(self, engine: Engine, path: str | Path, key: str) -> None:
-        self.engine, self.key = engine, key
+
+class CachingEngine(EngineWrapper):
+    """``engine`` with a completion cache in ``path`` of at most ``max_bytes`` of completions (see the module)."""
+
+    def __init__(self, engine: Engine, path: str | Path, key: str, max_bytes: int = MAX_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"the response cache's bound must be >= 0 bytes, got {max_bytes}")
+        self.engine, self.key, self.max_bytes = engine, key, max_bytes
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path), check_same_thread=False)
-        self.db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, completion TEXT NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, completion TEXT NOT NULL, "
+                        "used REAL NOT NULL DEFAULT 0)")
+        if "used" not in {row[1] for row in self.db.execute("PRAGMA table_info(completions)")}:
+            self.db.execute("ALTER TABLE completions ADD COLUMN used REAL NOT NULL DEFAULT 0")  # a file from before the bound
+        self.db.execute("CREATE INDEX IF NOT EXISTS completions_used ON completions (used)")
+        self.db.commit()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-
-
+        self.pruned = 0  # entries deleted by the bound on close
 
     def __getattr__(self, name: str) -> Any:  # usage and other extras of the engine underneath
-        if name in ("engine", "key", "db"):
+        if name in ("engine", "key", "db", "max_bytes"):
             raise AttributeError(name)
         return getattr(self.engine, name)
 
@@ -75,8 +91,11 @@ class CachingEngine(EngineWrapper):
             seen[h] = seen.get(h, -1) + 1
             keys.append(self._key(p, params, seen[h]))
         with self._lock:
-            rows = dict(self.db.execute(f"SELECT key, completion FROM completions WHERE key IN ({','.join('?' * len(keys))})",
-                                        keys).fetchall())
+            marks = ",".join("?" * len(keys))
+            rows = dict(self.db.execute(f"SELECT key, completion FROM completions WHERE key IN ({marks})", keys).fetchall())
+            if rows:
+                self.db.execute(f"UPDATE completions SET used = ? WHERE key IN ({marks})", [time.time(), *keys])
+                self.db.commit()
         out: list[Completion | None] = [self._load(rows[k]) if k in rows else None for k in keys]
         todo = [i for i, c in enumerate(out) if c is None]
         self.hits += len(prompts) - len(todo)
@@ -84,8 +103,9 @@ class CachingEngine(EngineWrapper):
         if todo:
             fresh = await self.engine.generate([prompts[i] for i in todo], params)
             with self._lock:
-                self.db.executemany("INSERT OR REPLACE INTO completions VALUES (?, ?)",
-                                    [(keys[i], self._dump(c)) for i, c in zip(todo, fresh)])
+                now = time.time()
+                self.db.executemany("INSERT OR REPLACE INTO completions (key, completion, used) VALUES (?, ?, ?)",
+                                    [(keys[i], self._dump(c), now) for i, c in zip(todo, fresh)])
                 self.db.commit()
             for i, c in zip(todo, fresh):
                 out[i] = c
@@ -94,6 +114,26 @@ class CachingEngine(EngineWrapper):
     def load_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         raise ValueError("a cached engine answers for fixed weights: build a new one (its model key) for new weights")
 
+    def prune(self) -> int:
+        """Delete the least recently used entries until the completions take at most ``max_bytes``;
+        returns how many went."""
+        size = "LENGTH(CAST(completion AS BLOB))"
+        with self._lock:
+            total = self.db.execute(f"SELECT COALESCE(SUM({size}), 0) FROM completions").fetchone()[0]
+            if total <= self.max_bytes:
+                return 0
+            # oldest use first: an entry goes while what would remain with it still exceeds the bound
+            gone = self.db.execute(
+                f"DELETE FROM completions WHERE key IN (SELECT key FROM (SELECT key, {size} AS size, SUM({size}) OVER "
+                "(ORDER BY used, key ROWS UNBOUNDED PRECEDING) AS through FROM completions) WHERE ? - (through - size) > ?)",
+                (total, self.max_bytes)).rowcount
+            self.db.commit()
+        self.pruned += gone
+        return gone
+
     async def close(self) -> None:
-        self.db.close()
-        await self.engine.close()
+        try:
+            self.prune()
+        finally:
+            self.db.close()
+            await self.engine.close()
