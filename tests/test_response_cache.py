@@ -55,18 +55,18 @@ def test_the_least_recently_used_replies_go_first_and_a_read_counts_as_use(tmp_p
     path = tmp_path / "cache.sqlite"
     inner = Echo()
     engine = CachingEngine(inner, path, "model-a", max_bytes=size(100) + size(300))
-    ask(engine, 100)  # used at 1
-    ask(engine, 200)  # 2
-    ask(engine, 300)  # 3
-    assert ask(engine, 100) == ["x" * 100] and engine.hits == 1  # read again: used at 4, so 200 is now the oldest
+    ask(engine, 100)  # written first
+    ask(engine, 200)
+    ask(engine, 300)
+    assert ask(engine, 100) == ["x" * 100] and engine.hits == 1  # read again: 200 is now the least recently used
     asyncio.run(engine.close())
     assert engine.pruned == 1  # 200 alone is enough: 100 + 300 fit the bound exactly
 
     again = Echo()
     engine = CachingEngine(again, path, "model-a", max_bytes=size(100) + size(300))
-    assert ask(engine, 300) == ["x" * 300]  # from the file, used at 5
-    assert ask(engine, 200) == ["x" * 200]  # pruned before: generated again, used at 6
-    assert ask(engine, 100) == ["x" * 100]  # from the file, used at 7
+    assert ask(engine, 300) == ["x" * 300]  # from the file: used now
+    assert ask(engine, 200) == ["x" * 200]  # pruned before: generated again, later
+    assert ask(engine, 100) == ["x" * 100]  # from the file, last
     assert again.generated == [[200]]
     asyncio.run(engine.close())
     assert engine.pruned == 1  # 300, the oldest; 100 + 200 then fit
@@ -98,5 +98,5 @@ def test_a_file_from_before_the_bound_keeps_its_replies(tmp_path, clock):
     inner = Echo()
     engine = CachingEngine(inner, path, "m")
     assert ask(engine, 7) == ["x" * 7] and inner.generated == [] and engine.hits == 1
-    assert engine.db.execute("SELECT used FROM completions").fetchone()[0] > 0  # the read marked it used
     asyncio.run(engine.close())
+    assert sqlite3.connect(path).execute("SELECT used FROM completions").fetchone()[0] > 0  # the read marked it used

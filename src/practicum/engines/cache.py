@@ -64,6 +64,7 @@ class CachingEngine(EngineWrapper):
         self.hits = 0
         self.misses = 0
         self.pruned = 0  # entries deleted by the bound on close
+        self._read: dict[str, float] = {}  # key -> when it was last read, not yet written
 
     def __getattr__(self, name: str) -> Any:  # usage and other extras of the engine underneath
         if name in ("engine", "key", "db", "max_bytes"):
@@ -93,9 +94,8 @@ class CachingEngine(EngineWrapper):
         with self._lock:
             marks = ",".join("?" * len(keys))
             rows = dict(self.db.execute(f"SELECT key, completion FROM completions WHERE key IN ({marks})", keys).fetchall())
-            if rows:
-                self.db.execute(f"UPDATE completions SET used = ? WHERE key IN ({marks})", [time.time(), *keys])
-                self.db.commit()
+            now = time.time()
+            self._read.update((k, now) for k in rows)  # written with the bound on close: no commit per hit
         out: list[Completion | None] = [self._load(rows[k]) if k in rows else None for k in keys]
         todo = [i for i, c in enumerate(out) if c is None]
         self.hits += len(prompts) - len(todo)
@@ -115,10 +115,14 @@ class CachingEngine(EngineWrapper):
         raise ValueError("a cached engine answers for fixed weights: build a new one (its model key) for new weights")
 
     def prune(self) -> int:
-        """Delete the least recently used entries until the completions take at most ``max_bytes``;
-        returns how many went."""
+        """Record the reads since the last call, then delete the least recently used entries until
+        the completions take at most ``max_bytes``; returns how many went."""
         size = "LENGTH(CAST(completion AS BLOB))"
         with self._lock:
+            self.db.executemany("UPDATE completions SET used = MAX(used, ?) WHERE key = ?",
+                                [(t, k) for k, t in self._read.items()])
+            self.db.commit()
+            self._read.clear()
             total = self.db.execute(f"SELECT COALESCE(SUM({size}), 0) FROM completions").fetchone()[0]
             if total <= self.max_bytes:
                 return 0
