@@ -16,9 +16,12 @@ from practicum.curriculum.difficulty import (
     LevelsConfig,
     PassRates,
     PoolsConfig,
+    RevisitConfig,
+    Revisits,
     band_pass,
     refill,
 )
+from practicum.records import Message, Task
 
 
 @pytest.mark.parametrize(("rewards", "cfg", "keep", "reason"), [
@@ -119,3 +122,47 @@ def test_difficulty_state_round_trips_through_json():
     again.load(json.loads(json.dumps(cur.state())))
     assert again.state() == cur.state()
     assert again.observe(0, [1.0], 1) == cur.observe(0, [1.0], 1)
+
+
+# --- revisits ---------------------------------------------------------------------------------------
+def task(i: int, domain: str = "eq", **meta) -> Task:
+    return Task(id=f"{domain}/train/{i}", domain=domain, prompt=[Message(role="user", content=f"q{i}")], metadata=meta)
+
+
+def test_a_failed_task_is_queued_until_its_visits_are_spent_and_the_oldest_goes_first():
+    r = Revisits(RevisitConfig(enabled=True, share=1.0, visits=2, capacity=2))
+    assert r.offer(task(1), [0.0, 0.0, 0.0, 0.0])  # every episode wrong: mean 0 <= below 0
+    assert not r.offer(task(2), [0.0, 0.0, 0.0, 1.0])  # one right: mean 0.25 - it has signal, not a failure
+    assert not r.offer(task(3), [])  # nothing trainable: nothing known
+    assert r.offer(task(4), [0.0] * 4) and r.offer(task(5), [0.0] * 4)  # capacity 2: task 1, the oldest, is dropped
+    assert r.waiting() == {"eq": 2}
+    rng = random.Random(0)
+    again = r.take("eq", rng)
+    assert again.id == "eq/train/4" and again.metadata == {"revisit": 1}  # the oldest left, its first revisit
+    assert r.take("other", rng) is None  # nothing queued for that domain
+    assert r.offer(again, [0.0] * 4)  # failed again: 1 visit of 2 spent, queued again
+    r.take("eq", rng)  # task 5
+    second = r.take("eq", rng)
+    assert second.id == "eq/train/4" and second.metadata == {"revisit": 2}
+    assert not r.offer(second, [0.0] * 4)  # its 2 visits are spent
+    assert r.issued == 3 and r.waiting() == {"eq": 0}
+
+
+def test_revisits_take_their_share_of_draws_with_the_draws_generator_and_round_trip():
+    cfg = RevisitConfig(enabled=True, share=0.4, below=0.2, visits=1, capacity=64)
+    r = Revisits(cfg)
+    assert r.offer(task(1, level=2), [0.0, 0.0, 0.0, 0.5])  # mean 0.125 <= below 0.2; its level metadata stays
+    picks = [r.take("eq", random.Random(seed)) is not None for seed in range(3)]
+    # random.Random(s).random() for s = 0, 1, 2: 0.844, 0.134, 0.956 -> only seed 1 is under 0.4
+    assert picks == [False, True, False]
+    assert r.offer(task(7), [0.0]) and r.offer(task(8), [0.0])
+    state = json.loads(json.dumps(r.state()))  # plain JSON, for the checkpoint
+    back = Revisits(cfg)
+    back.load(state)
+    assert back.issued == 1 and [t.id for t in back.queues["eq"]] == ["eq/train/7", "eq/train/8"]
+    back.load({})  # a checkpoint from before revisits
+    assert back.waiting() == {} and back.issued == 0
+    off = Revisits(RevisitConfig())
+    assert not off.offer(task(1), [0.0]) and off.take("eq", random.Random(1)) is None  # off by default
+    with pytest.raises(ValidationError):
+        RevisitConfig(share=1.5)

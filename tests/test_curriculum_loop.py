@@ -328,6 +328,59 @@ def test_replay_trains_groups_again_corrected_and_the_audit_counts_it(tiny_run_c
     again.close()
 
 
+def scored(task: Task, rewards: list[float]) -> Group:
+    eps = []
+    for r in rewards:
+        ep = Episode(task_id=task.id, domain=task.domain, state=EpisodeState.done, score=Score(value=r))
+        ep.turns.append(Turn(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], text="x", finish_reason="stop",
+                             policy_version=0))
+        eps.append(ep)
+    return Group(task=task, episodes=eps, state=GroupState.ready)
+
+
+def test_a_failed_task_comes_back_in_its_own_domains_draws():
+    """Under revisit (share 1) the driver's next draw of a domain re-issues the task its last group
+    failed, within that domain's turn of the balance; a task whose group had a right reply, and one
+    whose visits are spent, does not come back."""
+    doms = [toy("alpha", ALPHA), toy("beta", BETA)]
+    cur = CurriculumConfig.model_validate({"mixing": {"balance": "trained"}, "revisit": {"enabled": True, "share": 1.0,
+                                                                                        "visits": 1}})
+    drv = Driver(cur, doms, [1.0, 1.0], seed=0, store=Store(":memory:"))
+    first, second = drv.plan(0), drv.plan(1)
+    assert {first.domain, second.domain} == {"alpha", "beta"} and "revisit" not in first.metadata
+    drv.observe(scored(first, [0.0, 0.0, 0.0, 0.0]))  # failed: queued
+    drv.observe(scored(second, [0.0, 1.0, 0.0, 0.0]))  # one right: not queued
+    for t in (first, second):
+        drv.settled(Group(task=t), trained=True)
+    third, fourth = drv.plan(2), drv.plan(3)
+    again = next(t for t in (third, fourth) if t.domain == first.domain)
+    fresh = next(t for t in (third, fourth) if t.domain == second.domain)
+    assert again.id == first.id and again.prompt == first.prompt and again.metadata == {**first.metadata, "revisit": 1}
+    assert fresh.id != second.id and "revisit" not in fresh.metadata
+    drv.observe(scored(again, [0.0] * 4))  # failed again, its one visit spent: not queued
+    assert drv.cur.revisits.waiting() == {first.domain: 0}
+    assert drv.metrics([scored(again, [0.0])], 2)[f"{first.domain}/revisited"] == 1.0
+
+
+def test_revisited_tasks_train_and_survive_a_resume(tiny_run_config, tiny_model_path):
+    """A run with revisits: some task ids are trained in more than one group, every group is
+    accounted for by the audit, and the queues come back on resume."""
+    cur = {"revisit": {"enabled": True, "share": 0.5}}
+    cfg = two_domains(tiny_run_config, "revisit", cur, "run.steps=6", "run.checkpoint_every=3", "rollout.group_size=4")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    revisited = sum(m.get("alpha/revisited", 0) + m.get("beta/revisited", 0) for m in res.history)
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        assert audit(store).ok
+        per_task = Counter(g.task.id for g in store.groups(kind="train", state=GroupState.trained))
+    assert revisited >= 1 and sum(n - 1 for n in per_task.values()) == revisited  # each revisit is one more group of a task
+    state = json.loads((run.checkpoints.latest() / "state.json").read_text())
+    resumed = two_domains(tiny_run_config, "revisit", cur, "run.steps=8", "run.checkpoint_every=3", "rollout.group_size=4")
+    again = Run(resumed, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    assert again.driver.cur.revisits.state() == state["curriculum"]["revisits"]
+    again.close()
+
+
 def test_scaffold_fades_and_never_reaches_evaluation(tiny_run_config, tiny_model_path):
     """A hint scaffold on alpha: early groups are scaffolded (the hint in the prompt), none after
     fade_end; the held-out tasks are never scaffolded; the level is in the step metrics."""

@@ -16,6 +16,13 @@ and a level curriculum for generated tasks.
   (reasoning-gym sizes, long-context lengths): up when the domain's recent pass rate reaches
   ``promote``, down when it falls to ``demote``, with a ``review`` share of draws from easier
   levels so earlier skills stay trained. Each change is a :class:`LevelChange` record.
+* :class:`Revisits` gives a task the policy failed another try later (Kimi k1.5's prioritised
+  sampling by failure rate, for sources whose tasks never recur by themselves: a generator
+  draws a fresh task every time, so pools have no pass rate to go on). A group whose mean
+  reward is at or below ``below`` puts its task in its domain's queue (at most ``visits`` times a
+  task, ``capacity`` tasks a domain, the oldest dropped); a draw of that domain then re-issues the
+  oldest queued task with probability ``share`` instead of a fresh one. The domain's share of the
+  draws is unchanged: only which of its tasks it practises moves, towards the ones it fails.
 
 All state is plain dicts of numbers (``state()``/``load()``), for checkpoints.
 """
@@ -23,11 +30,13 @@ All state is plain dicts of numbers (``state()``/``load()``), for checkpoints.
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from practicum.curriculum.base import Strict
+from practicum.records import Task
 
 Pool = Literal["easy", "normal", "hard"]
 
@@ -69,6 +78,60 @@ class LevelsConfig(Strict):
     window: int = Field(default=32, ge=1, description="Recent groups of the current level the pass rate is taken over; a "
                         "change needs a full window at the new level first.")
     review: float = Field(default=0.1, ge=0, lt=1, description="Share of draws taken from an easier level, picked uniformly (0: none).")
+
+
+class RevisitConfig(Strict):
+    enabled: bool = Field(default=False, description="Give failed tasks another try: a draw of a domain re-issues one of "
+                          "its failed tasks with probability `share` (the domain's share of draws is unchanged).")
+    share: float = Field(default=0.25, ge=0, le=1, description="Chance that a draw of a domain with failed tasks queued "
+                         "takes the oldest of them instead of a fresh task.")
+    below: float = Field(default=0.0, ge=0, le=1, description="A group whose mean reward is at or below this failed "
+                         "(0: every episode scored 0).")
+    visits: int = Field(default=2, ge=1, description="Most times one task is re-issued.")
+    capacity: int = Field(default=64, ge=1, description="Most failed tasks queued per domain (the oldest go first).")
+
+
+REVISIT = "revisit"  # task.metadata key: how many times this task has been re-issued
+
+
+class Revisits:
+    """Per-domain queues of failed tasks to re-issue (see the module)."""
+
+    def __init__(self, cfg: RevisitConfig) -> None:
+        self.cfg = cfg
+        self.queues: dict[str, deque[Task]] = {}
+        self.issued = 0  # tasks re-issued so far
+
+    def offer(self, task: Task, rewards: list[float]) -> bool:
+        """A finished group of ``task``: queue the task when the group failed and the task has
+        visits left. Returns whether it was queued."""
+        if not self.cfg.enabled or not rewards or sum(rewards) / len(rewards) > self.cfg.below:
+            return False
+        if int(task.metadata.get(REVISIT, 0)) >= self.cfg.visits:
+            return False
+        self.queues.setdefault(task.domain, deque(maxlen=self.cfg.capacity)).append(task)
+        return True
+
+    def take(self, domain: str, rng: random.Random) -> Task | None:
+        """The task for a draw of ``domain``: its oldest failed task with probability ``share``
+        (None: draw a fresh one). ``rng`` is the draw's own seeded generator."""
+        queue = self.queues.get(domain)
+        if not self.cfg.enabled or not queue or rng.random() >= self.cfg.share:
+            return None
+        task = queue.popleft()
+        self.issued += 1
+        return task.model_copy(update={"metadata": {**task.metadata, REVISIT: int(task.metadata.get(REVISIT, 0)) + 1}})
+
+    def waiting(self) -> dict[str, int]:
+        return {d: len(q) for d, q in self.queues.items()}
+
+    def state(self) -> dict[str, Any]:
+        return {"issued": self.issued, "queues": {d: [t.model_dump(mode="json") for t in q] for d, q in self.queues.items()}}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.issued = int(state.get("issued", 0))
+        self.queues = {d: deque((Task.model_validate(t) for t in q), maxlen=self.cfg.capacity)
+                       for d, q in state.get("queues", {}).items()}
 
 
 class FilterDecision(BaseModel):

@@ -4,7 +4,8 @@
 orchestrator's planner (:class:`practicum.orchestrator.Planner`):
 
 * **draw** (:meth:`plan`, the k-th task): the domain by a weighted coin seeded by (seed, k) or,
-  under ``mixing.balance: trained``, by the deficit sampler; the task from the domain's source at
+  under ``mixing.balance: trained``, by the deficit sampler; under ``revisit.enabled``, with its
+  share, a task of that domain that failed before; else the task from the domain's source at
   the level its level curriculum draws; kept or redrawn by its difficulty pool; scaffolded by the
   domain's scaffold with the probability the schedule gives at the current step. With the
   defaults (static weights, nothing on) the k-th task is exactly :func:`~practicum.orchestrator.draw_task`'s.
@@ -33,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from practicum.curriculum.difficulty import band_pass, refill
+from practicum.curriculum.difficulty import REVISIT, band_pass, refill
 from practicum.curriculum.drift import DriftDecision
 from practicum.curriculum.parts import Curriculum, CurriculumConfig
 from practicum.curriculum.scaffold import is_scaffolded
@@ -92,6 +93,17 @@ class Driver:
         else:
             w = self.weights()
             name = self.domains[rng.choices(range(len(self.domains)), weights=[w[d.name] for d in self.domains])[0]].name
+        task = self.cur.revisits.take(name, rng)  # a task of this domain that failed, again (keeps its level)
+        if task is None:
+            task = self._fresh(name, k, rng)
+        scaffold = self.cur.scaffolds.get(name)
+        if scaffold is not None and scaffold.decide(self.step, rng):
+            task = scaffold.apply(task).task
+        self.cur.sampler.drawn(name)
+        return task
+
+    def _fresh(self, name: str, k: int, rng: random.Random) -> Task:
+        """Draw k's task of domain ``name``: at the level its curriculum draws, kept or redrawn by its pool."""
         source, level = self.by_name[name].source, None
         if name in self.cur.levels:
             level = self.cur.levels[name].draw_level(rng)
@@ -104,10 +116,6 @@ class Driver:
                 task = source.train_task(k + j * REDRAW_STRIDE)
         if level is not None:
             task = task.model_copy(update={"metadata": {**task.metadata, "level": level}})
-        scaffold = self.cur.scaffolds.get(name)
-        if scaffold is not None and scaffold.decide(self.step, rng):
-            task = scaffold.apply(task).task
-        self.cur.sampler.drawn(name)
         return task
 
     def _level_source(self, name: str, level: int) -> Any:
@@ -166,12 +174,14 @@ class Driver:
 
     def observe(self, group: Group) -> None:
         """What a finished group tells the curriculum: its task's pass rate, its level's, and
-        (unscaffolded) the domain's success without help."""
+        (unscaffolded) whether its task is worth another try and the domain's success without help."""
         rewards = trainable_rewards(group)
         if not rewards:
             return
         task, name = group.task, group.task.domain
         self.cur.rates.observe(task.id, rewards)
+        if not is_scaffolded(task):  # a helped group's failure says little about the task without help
+            self.cur.revisits.offer(task, rewards)
         lc = self.cur.levels.get(name)
         if lc is not None and "level" in task.metadata:
             change = lc.observe(int(task.metadata["level"]), rewards, self.step)
@@ -284,7 +294,8 @@ class Driver:
 
     def metrics(self, groups: list[Group], step: int) -> dict[str, float]:
         """Step ``step``'s curriculum figures: mix target and trained share, scaffold level and the
-        share of groups scaffolded, level, per domain; filtered and replayed groups."""
+        share of groups scaffolded, level, groups revisited and failed tasks waiting, per domain;
+        filtered and replayed groups."""
         m: dict[str, float] = dict(self.cur.sampler.metrics())
         for name, s in self.cur.scaffolds.items():
             m[f"{name}/scaffold_level"] = s.level(step)
@@ -297,6 +308,12 @@ class Driver:
         m["replayed_groups"] = float(self.step_counts["replayed"])
         if self.cfg.replay.enabled:
             m["replay_buffer"] = float(len(self.cur.replay.entries))
+        if self.cfg.revisit.enabled:
+            revisited = Counter(g.task.domain for g in groups if g.task.metadata.get(REVISIT))
+            waiting = self.cur.revisits.waiting()
+            for name in self.by_name:
+                m[f"{name}/revisited"] = float(revisited.get(name, 0))
+                m[f"{name}/revisit_waiting"] = float(waiting.get(name, 0))
         return m
 
     def state(self) -> dict[str, Any]:

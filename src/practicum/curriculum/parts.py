@@ -21,6 +21,8 @@ from practicum.curriculum.difficulty import (
     LevelsConfig,
     PassRates,
     PoolsConfig,
+    RevisitConfig,
+    Revisits,
 )
 from practicum.curriculum.drift import DriftConfig, DriftGuard
 from practicum.curriculum.mixing import DeficitSampler, DomainMixer, MixingConfig
@@ -34,6 +36,7 @@ class CurriculumConfig(Strict):
     filter: FilterConfig = Field(default_factory=FilterConfig, description="Band-pass filter on groups by mean reward, with refill.")
     pools: PoolsConfig = Field(default_factory=PoolsConfig, description="Difficulty pools: accept drawn tasks by their pass rate.")
     levels: dict[str, LevelsConfig] = Field(default_factory=dict, description="Level curriculum of generator parameters, by domain name.")
+    revisit: RevisitConfig = Field(default_factory=RevisitConfig, description="Failed tasks re-issued later, within their domain's draws.")
     replay: ReplayConfig = Field(default_factory=ReplayConfig, description="Replay of high-signal groups.")
     shaping: dict[str, ShapingConfig] = Field(default_factory=dict, description="Reward shaping by domain name (absent: the score value alone).")
     scaffold: dict[str, ScaffoldConfig] = Field(default_factory=dict, description="A fading scaffold, by domain name.")
@@ -60,6 +63,7 @@ class Curriculum:
         self.rates = PassRates(cfg.pools.decay)
         self.pools = DifficultyPools(cfg.pools, self.rates)
         self.levels = {d: LevelCurriculum(d, c) for d, c in cfg.levels.items()}
+        self.revisits = Revisits(cfg.revisit)
         self.replay = ReplayBuffer(cfg.replay)
         self.norm = RewardNorm()
         self.scaffolds = {d: Scaffold(d, c) for d, c in cfg.scaffold.items()}
@@ -74,6 +78,7 @@ class Curriculum:
             "sampler": self.sampler.state(),
             "rates": self.rates.state(),
             "levels": {d: c.state() for d, c in self.levels.items()},
+            "revisits": self.revisits.state(),
             "replay": self.replay.state(),
             "norm": self.norm.state(),
             "scaffolds": {d: s.state() for d, s in self.scaffolds.items()},
@@ -88,7 +93,7 @@ class Curriculum:
     def rewind(self, state: dict[str, Any], lost: int) -> None:
         """The drift guard put back the policy of an earlier checkpoint whose curriculum was
         ``state``, discarding ``lost`` steps: what was learnt about the discarded policy goes back
-        with it - pass rates, levels, the mixer's measure of signal, reward statistics, the replay
+        with it - pass rates, levels, the tasks it failed (revisits), the mixer's measure of signal, reward statistics, the replay
         buffer (its groups were the discarded policy's, the collapse itself among them), and each
         scaffold, whose fade then runs ``lost`` steps later or from the checkpoint's count of
         groups (a policy put back to before the format was learnt gets back the help it had).
@@ -106,6 +111,7 @@ class Curriculum:
         for d, c in self.levels.items():
             c.load(state["levels"][d])
         self.replay.load(state["replay"])
+        self.revisits.load(state.get("revisits", {}))  # absent from checkpoints from before revisits
         self.norm.load(state["norm"])
         for d, s in self.scaffolds.items():
             s.load(state["scaffolds"][d])
