@@ -45,6 +45,7 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,7 @@ def side_config(args: argparse.Namespace, side: str):
 
 def all_domains(args: argparse.Namespace):
     """Every domain of the benchmark config (the same held-out tasks for every side: the held-out
-    split is a function of the run seed and the section)."""
+    split is a function of the domain's section, its ``eval_seed`` among it)."""
     from practicum.domains import build_domain
 
     cfg = side_config(args, "ablation")
@@ -638,14 +639,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def held_out_fingerprints(domains, n: int) -> dict[str, str]:
+    """Per domain, a digest of its first ``n`` held-out tasks (id, prompt, target): two results pair
+    task by task only where these agree. Another ``eval_seed`` or another source section gives
+    other tasks under the same ids."""
+    import hashlib
+
+    out = {}
+    for d in domains:
+        tasks = [[t.id, [m.model_dump(mode="json") for m in t.prompt], t.target] for t in d.source.eval_tasks()[:n]]
+        out[d.name] = hashlib.sha256(json.dumps(tasks, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return out
+
+
 def reused_sides(path: str, domains: list[str], running: list[str], minutes: float | None = None,
-                 eval_tokens: int | None = None, other_budget: bool = False) -> dict[str, Any]:
+                 eval_tokens: int | None = None, other_budget: bool = False,
+                 held_out: Callable[[int], dict[str, str]] | None = None) -> dict[str, Any]:
     """The sides of the earlier result at ``path`` that this run does not run itself, each marked
     with when it ran (a side that result had itself reused keeps its own date) and the minutes it
     trained for. Refuses a result of other domains (its held-out tasks would not pair) or of
-    another evaluation length, and - unless ``other_budget`` - a trained side of another training
-    budget than ``minutes``: the target compares sides of one wall-clock budget. A side without
-    its own record of minutes (results written before sides kept one) is taken at its result's."""
+    another evaluation length, one whose held-out tasks differ from this run's (``held_out(n)``
+    gives this run's :func:`held_out_fingerprints` over the result's ``n`` tasks; a result
+    written before results kept them is taken as it is), and - unless ``other_budget`` - a trained
+    side of another training budget than ``minutes``: the target compares sides of one wall-clock
+    budget. A side without its own record of minutes (results written before sides kept one) is
+    taken at its result's."""
     try:
         prior = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -656,6 +674,12 @@ def reused_sides(path: str, domains: list[str], running: list[str], minutes: flo
     if eval_tokens is not None and settings.get("eval_tokens") not in (None, eval_tokens):
         raise SystemExit(f"--reuse {path}: its sides were evaluated with {settings['eval_tokens']} new tokens, "
                          f"this run with {eval_tokens}: their scores do not compare")
+    if held_out is not None and settings.get("held_out"):
+        mine = held_out(int(settings["eval_size"]))
+        differ = [d for d in domains if settings["held_out"].get(d) != mine.get(d)]
+        if differ:
+            raise SystemExit(f"--reuse {path}: its held-out tasks of {', '.join(differ)} are not this run's (another "
+                             "eval_seed, or another source section?): the sides would not pair task by task")
     out = {}
     for s, r in prior.get("sides", {}).items():
         if s in running or "final" not in r:
@@ -681,7 +705,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown side(s) {unknown}; choose from {side_names(domains)}")
     out = Path(args.out)
-    reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget)
+    _, built = all_domains(args)
+    reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget,
+                           held_out=lambda n: held_out_fingerprints(built, n))
               if args.reuse else {})
     result: dict[str, Any] = {
         "benchmark": "multidomain",
@@ -689,7 +715,8 @@ def main() -> None:
         "machine": machine_info(),
         "settings": {"minutes": args.minutes, "eval_size": args.eval_size, "eval_tokens": args.eval_tokens,
                      "drift_every": args.drift_every, "drift_eval_size": args.drift_eval_size,
-                     "config": args.config, "overrides": args.overrides, "domains": domains, "sides": sides},
+                     "config": args.config, "overrides": args.overrides, "domains": domains, "sides": sides,
+                     "held_out": held_out_fingerprints(built, args.eval_size)},
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "sides": dict(reused),
     }

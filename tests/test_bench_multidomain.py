@@ -253,6 +253,44 @@ def test_reuse_takes_the_earlier_runs_other_sides_and_refuses_other_domains(tmp_
             md.reused_sides(str(bad), ["a", "b"], ["mixed"])
 
 
+def test_reuse_refuses_a_result_whose_held_out_tasks_are_not_this_runs(tmp_path):
+    """Sides pair task by task: a result whose held-out tasks differ under the same ids (another
+    eval_seed, other generator parameters) is refused; the benchmark's own domains give other
+    fingerprints then, and the same ones under another training seed."""
+    import argparse
+    import json
+
+    config = str(Path(md.__file__).with_name("multidomain.yaml"))
+
+    def fingerprints(*overrides: str, n: int = 20) -> dict[str, str]:
+        ns = argparse.Namespace(config=config, overrides=list(overrides), out=str(tmp_path / "x.json"), minutes=1.0,
+                                eval_tokens=48, threads=0)
+        return md.held_out_fingerprints(md.all_domains(ns)[1], n)
+
+    mine = fingerprints()
+    assert set(mine) == {"arithmetic", "products", "decimals", "equations"}
+    assert fingerprints() == mine  # a function of the config
+    assert fingerprints("run.seed=1") == mine  # the training seed: the same held-out tasks
+    other = fingerprints("domains.0.eval_seed=1", "domains.3.source.params.max_value=30")
+    assert [d for d in mine if other[d] != mine[d]] == ["arithmetic", "equations"]
+    assert fingerprints(n=10)["arithmetic"] != mine["arithmetic"]  # over the result's own number of tasks
+
+    ids = {"t1": 1.0}
+    prior = {"benchmark": "multidomain", "started": "2026-12-06 09:00:00",
+             "settings": {"domains": list(mine), "minutes": 1.0, "eval_tokens": 48, "eval_size": 20, "held_out": other},
+             "sides": {"base": _side({d: ids for d in mine})}}
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior))
+    with pytest.raises(SystemExit, match="held-out tasks of arithmetic, equations are not this run's"):
+        md.reused_sides(str(path), list(mine), ["mixed"], 1.0, 48, held_out=lambda n: fingerprints(n=n))
+    prior["settings"]["held_out"] = mine
+    path.write_text(json.dumps(prior))
+    assert "base" in md.reused_sides(str(path), list(mine), ["mixed"], 1.0, 48, held_out=lambda n: fingerprints(n=n))
+    del prior["settings"]["held_out"]  # a result from before fingerprints: taken as it is
+    path.write_text(json.dumps(prior))
+    assert "base" in md.reused_sides(str(path), list(mine), ["mixed"], 1.0, 48, held_out=lambda n: {})
+
+
 def test_reuse_refuses_sides_of_another_budget_and_the_target_is_not_judged_across_budgets(tmp_path):
     """The target compares sides trained for one wall-clock budget: a 10-minute single reused by a
     20-minute run is refused, unless asked for, and then the report does not judge the target."""
