@@ -93,10 +93,11 @@ class Curriculum:
     def rewind(self, state: dict[str, Any], lost: int) -> None:
         """The drift guard put back the policy of an earlier checkpoint whose curriculum was
         ``state``, discarding ``lost`` steps: what was learnt about the discarded policy goes back
-        with it - pass rates, levels, the tasks it failed (revisits), the mixer's measure of signal, reward statistics, the replay
-        buffer (its groups were the discarded policy's, the collapse itself among them), and each
-        scaffold, whose fade then runs ``lost`` steps later or from the checkpoint's count of
-        groups (a policy put back to before the format was learnt gets back the help it had).
+        with it - pass rates, levels, the tasks it failed (revisits), the mixer's measure of signal,
+        reward statistics, the replay buffer (its groups were the discarded policy's, the collapse
+        itself among them), and each scaffold, whose fade then runs ``lost`` steps later or from
+        the checkpoint's count of groups (a policy put back to before the format was learnt gets
+        back the help it had).
         Kept: the sampler's balance of the trained stream and the groups in flight (the
         orchestrator's, and real) and the drift guard's history (:meth:`DriftGuard.rolled_back`
         cuts the discarded branch from it)."""
