@@ -706,8 +706,9 @@ def main() -> None:
         raise SystemExit(f"unknown side(s) {unknown}; choose from {side_names(domains)}")
     out = Path(args.out)
     _, built = all_domains(args)
+    held_out = held_out_fingerprints(built, args.eval_size)
     reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget,
-                           held_out=lambda n: held_out_fingerprints(built, n))
+                           held_out=lambda n: held_out if n == args.eval_size else held_out_fingerprints(built, n))
               if args.reuse else {})
     result: dict[str, Any] = {
         "benchmark": "multidomain",
@@ -716,7 +717,7 @@ def main() -> None:
         "settings": {"minutes": args.minutes, "eval_size": args.eval_size, "eval_tokens": args.eval_tokens,
                      "drift_every": args.drift_every, "drift_eval_size": args.drift_eval_size,
                      "config": args.config, "overrides": args.overrides, "domains": domains, "sides": sides,
-                     "held_out": held_out_fingerprints(built, args.eval_size)},
+                     "held_out": held_out},
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "sides": dict(reused),
     }

@@ -70,8 +70,8 @@ def test_the_least_recently_used_replies_go_first_and_a_read_counts_as_use(tmp_p
     assert again.generated == [[200]]
     asyncio.run(engine.close())
     assert engine.pruned == 1  # 300, the oldest; 100 + 200 then fit
-    rows = sqlite3.connect(path).execute("SELECT completion FROM completions ORDER BY used").fetchall()
-    assert [json.loads(c)["text"] for (c,) in rows] == ["x" * 200, "x" * 100]
+    rows = sqlite3.connect(path).execute("SELECT completion, bytes FROM completions ORDER BY used").fetchall()
+    assert [(json.loads(c)["text"], b) for c, b in rows] == [("x" * 200, size(200)), ("x" * 100, size(100))]
 
 
 def test_a_bound_of_zero_empties_the_file_and_a_negative_one_is_refused(tmp_path, clock):
@@ -99,4 +99,5 @@ def test_a_file_from_before_the_bound_keeps_its_replies(tmp_path, clock):
     engine = CachingEngine(inner, path, "m")
     assert ask(engine, 7) == ["x" * 7] and inner.generated == [] and engine.hits == 1
     asyncio.run(engine.close())
-    assert sqlite3.connect(path).execute("SELECT used FROM completions").fetchone()[0] > 0  # the read marked it used
+    used, stored = sqlite3.connect(path).execute("SELECT used, bytes FROM completions").fetchone()
+    assert used > 0 and stored == size(7)  # the read marked it used; its size was measured on opening

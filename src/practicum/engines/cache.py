@@ -9,8 +9,8 @@ endpoint's URL and model name), so new weights never read old answers. Only gene
 skipped: environments and verifiers still run on the cached replies, so a changed verifier
 changes the scores.
 
-The file is bounded: every entry records when it was last read or written, and on close the
-least recently used entries are deleted until the completions take at most ``max_bytes``
+The file is bounded: every entry records its size and when it was last read or written (an
+index of the two is all the bound reads), and on close the least recently used entries are deleted until the completions take at most ``max_bytes``
 (an answer for weights that no longer exist is never read again, so it goes first). SQLite
 reuses the freed pages, so the file stops growing at about the bound. A file from before the
 bound gets the column on open (its old entries count as least recently used).
@@ -55,10 +55,15 @@ class CachingEngine(EngineWrapper):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(path), check_same_thread=False)
         self.db.execute("CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, completion TEXT NOT NULL, "
-                        "used REAL NOT NULL DEFAULT 0)")
-        if "used" not in {row[1] for row in self.db.execute("PRAGMA table_info(completions)")}:
-            self.db.execute("ALTER TABLE completions ADD COLUMN used REAL NOT NULL DEFAULT 0")  # a file from before the bound
-        self.db.execute("CREATE INDEX IF NOT EXISTS completions_used ON completions (used)")
+                        "used REAL NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0)")
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(completions)")}
+        if "used" not in columns:  # a file from before the bound
+            self.db.execute("ALTER TABLE completions ADD COLUMN used REAL NOT NULL DEFAULT 0")
+        if "bytes" not in columns:
+            self.db.execute("ALTER TABLE completions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+            self.db.execute("UPDATE completions SET bytes = LENGTH(CAST(completion AS BLOB))")  # once
+        # the bound reads this index alone (size and age of every entry), never the completions
+        self.db.execute("CREATE INDEX IF NOT EXISTS completions_lru ON completions (used, bytes)")
         self.db.commit()
         self._lock = threading.Lock()
         self.hits = 0
@@ -104,8 +109,9 @@ class CachingEngine(EngineWrapper):
             fresh = await self.engine.generate([prompts[i] for i in todo], params)
             with self._lock:
                 now = time.time()
-                self.db.executemany("INSERT OR REPLACE INTO completions (key, completion, used) VALUES (?, ?, ?)",
-                                    [(keys[i], self._dump(c), now) for i, c in zip(todo, fresh)])
+                dumps = [(keys[i], self._dump(c)) for i, c in zip(todo, fresh)]
+                self.db.executemany("INSERT OR REPLACE INTO completions (key, completion, used, bytes) VALUES (?, ?, ?, ?)",
+                                    [(k, d, now, len(d.encode())) for k, d in dumps])
                 self.db.commit()
             for i, c in zip(todo, fresh):
                 out[i] = c
@@ -117,19 +123,18 @@ class CachingEngine(EngineWrapper):
     def prune(self) -> int:
         """Record the reads since the last call, then delete the least recently used entries until
         the completions take at most ``max_bytes``; returns how many went."""
-        size = "LENGTH(CAST(completion AS BLOB))"
         with self._lock:
             self.db.executemany("UPDATE completions SET used = MAX(used, ?) WHERE key = ?",
                                 [(t, k) for k, t in self._read.items()])
             self.db.commit()
             self._read.clear()
-            total = self.db.execute(f"SELECT COALESCE(SUM({size}), 0) FROM completions").fetchone()[0]
+            total = self.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM completions").fetchone()[0]
             if total <= self.max_bytes:
                 return 0
             # oldest use first: an entry goes while what would remain with it still exceeds the bound
             gone = self.db.execute(
-                f"DELETE FROM completions WHERE key IN (SELECT key FROM (SELECT key, {size} AS size, SUM({size}) OVER "
-                "(ORDER BY used, key ROWS UNBOUNDED PRECEDING) AS through FROM completions) WHERE ? - (through - size) > ?)",
+                "DELETE FROM completions WHERE rowid IN (SELECT rowid FROM (SELECT rowid, bytes, SUM(bytes) OVER "
+                "(ORDER BY used, rowid ROWS UNBOUNDED PRECEDING) AS through FROM completions) WHERE ? - (through - bytes) > ?)",
                 (total, self.max_bytes)).rowcount
             self.db.commit()
         self.pruned += gone
