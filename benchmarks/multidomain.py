@@ -465,8 +465,12 @@ def analyse(result: dict[str, Any], domains: list[str]) -> dict[str, Any]:
     budgets = {s: r.get("minutes") for s, r in ok.items() if s != "base"}
     if len({m for m in budgets.values() if m is not None}) > 1:
         t["budgets_differ"] = budgets
+    # likewise sides taken from a run of another recipe (--reuse-other-recipe)
+    recipes = {s: r["recipe_differs"] for s, r in ok.items() if r.get("recipe_differs")}
+    if recipes:
+        t["recipes_differ"] = recipes
     t["met"] = bool(t["gains_on_every_domain"] and t["loses_on_none"] and t["at_least_single_average"]
-                    and "budgets_differ" not in t)
+                    and "budgets_differ" not in t and "recipes_differ" not in t)
     out["target"] = t
     return out
 
@@ -558,7 +562,9 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             lines.append("- sides of different training budgets (minutes: " + ", ".join(
                 f"{s} {m:g}" for s, m in t["budgets_differ"].items() if m is not None)
                 + "): the target compares one budget and is **not judged** here.")
-        else:
+        for side, diffs in (t.get("recipes_differ") or {}).items():
+            lines.append(f"- {side} was trained under another recipe ({'; '.join(diffs)}): the target is **not judged** here.")
+        if not t.get("budgets_differ") and not t.get("recipes_differ"):
             lines.append(f"- **target {'met' if t['met'] else 'not met'}**.")
     collapsed = same_reply_lines(result, order, domains)
     if collapsed:
@@ -582,7 +588,12 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
                   + (f"reactions: {'; '.join(reactions)}." if reactions else "no domain regressed, no reaction.")]
     if result.get("reused"):
         lines += ["", f"Sides taken from `{result['reused']['from']}` (an earlier run, paired on the same held-out tasks): "
-                  + ", ".join(f"{s} (run started {result['sides'][s].get('reused_from')})" for s in result["reused"]["sides"]) + "."]
+                  + ", ".join(f"{s} (run started {result['sides'][s].get('reused_from')}"
+                              + (f", at `{result['sides'][s]['commit']}`" if result["sides"][s].get("commit") else "") + ")"
+                              for s in result["reused"]["sides"]) + "."]
+    here = {s: r.get("commit") for s, r in result["sides"].items() if s not in (result.get("reused") or {}).get("sides", [])}
+    if any(here.values()):
+        lines += ["", "Sides run here at " + ", ".join(sorted({f"`{c}`" for c in here.values() if c})) + "."]
     lines += ["", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"]
     return "\n".join(lines)
 
@@ -630,6 +641,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reuse-other-budget", action="store_true",
                    help="with --reuse: take sides trained for another number of minutes too (a deliberate "
                         "comparison across budgets; the target is then not judged)")
+    p.add_argument("--reuse-other-recipe", action="store_true",
+                   help="with --reuse: take sides whose config differs from what this run would give them (another "
+                        "--set, an edited config); the differences are reported and the target is then not judged")
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -652,9 +666,83 @@ def held_out_fingerprints(domains, n: int) -> dict[str, str]:
     return out
 
 
+# Fields of a side's config that do not change what it learnt from: where and under which name it
+# ran (its budget is checked on its own), and how fast the engine generated (max_batch and the cache
+# sizes change steps in a budget, as any change of the code does: the report names each side's commit)
+NOT_RECIPE = {"run", "base_dir", "eval.before", "eval.after", "model.device", "model.max_batch",
+              "model.prefix_cache_mb", "model.kv_room", "model.kv_row_room"}
+
+
+def recipe_differences(theirs: dict[str, Any], mine: dict[str, Any], only: tuple[str, ...] | None = None,
+                       defaults: dict[str, Any] | None = None) -> list[str]:
+    """Where a reused side's stored config (``theirs``) differs from the config this run would give
+    that side (``mine``): ``path: theirs (this run: mine)`` per differing field, domains matched by
+    name. A field ``theirs`` lacks was added to the config after that side ran, so it ran with what
+    the field's default does: it differs where this run sets the field away from its default
+    (``defaults``: a config of the same domains with every other field at its default; without it,
+    such fields are skipped). ``only`` limits the comparison to these top-level sections."""
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, d: Any, path: str) -> None:
+        if path in NOT_RECIPE:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(b.keys()):
+                sub = f"{path}.{k}" if path else k
+                dk = d.get(k) if isinstance(d, dict) else None
+                if k in a:
+                    walk(a[k], b[k], dk, sub)
+                elif isinstance(d, dict) and k in d and sub not in NOT_RECIPE and b[k] != d[k]:
+                    out.append(f"{sub}: absent, its default then {json.dumps(d[k])} (this run: {json.dumps(b[k])})")
+        elif path == "domains" and isinstance(a, list) and isinstance(b, list):
+            na, nb = [x.get("name") for x in a], [y.get("name") for y in b]
+            if na != nb:
+                out.append(f"domains: {na} (this run: {nb})")
+                return
+            dd = {x.get("name"): x for x in d} if isinstance(d, list) else {}
+            for x, y in zip(a, b):
+                walk(x, y, dd.get(x.get("name")), f"domains.{x.get('name')}")
+        elif a != b:
+            out.append(f"{path}: {json.dumps(a)} (this run: {json.dumps(b)})")
+
+    def keep(t: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in t.items() if only is None or k in only}
+
+    walk(keep(theirs), keep(mine), keep(defaults) if defaults is not None else None, "")
+    return out
+
+
+def default_recipe(args: argparse.Namespace, side: str) -> dict[str, Any]:
+    """The config of ``side`` with its domains and model as this run has them and every other field
+    at its default: what a field a stored config lacks stood at (:func:`recipe_differences`)."""
+    from practicum.config import validate_config
+
+    cfg = side_config(args, side)
+    raw = {"domains": [d.model_dump(mode="json") for d in cfg.domains], "model": cfg.model.model_dump(mode="json")}
+    return validate_config(raw, f"defaults ({side})").model_dump(mode="json")
+
+
+def source_commit() -> str | None:
+    """The commit of this checkout, with ``+changes`` when tracked files differ from it (None
+    outside git): which engine and trainer code trained a side, a thing its config does not say."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if dirty else "")
+
+
 def reused_sides(path: str, domains: list[str], running: list[str], minutes: float | None = None,
                  eval_tokens: int | None = None, other_budget: bool = False,
-                 held_out: Callable[[int], dict[str, str]] | None = None) -> dict[str, Any]:
+                 held_out: Callable[[int], dict[str, str]] | None = None,
+                 recipe: Callable[[str], tuple[dict[str, Any], dict[str, Any]]] | None = None,
+                 other_recipe: bool = False) -> dict[str, Any]:
     """The sides of the earlier result at ``path`` that this run does not run itself, each marked
     with when it ran (a side that result had itself reused keeps its own date) and the minutes it
     trained for. Refuses a result of other domains (its held-out tasks would not pair) or of
@@ -663,7 +751,13 @@ def reused_sides(path: str, domains: list[str], running: list[str], minutes: flo
     written before results kept them is taken as it is), and - unless ``other_budget`` - a trained
     side of another training budget than ``minutes``: the target compares sides of one wall-clock
     budget. A side without its own record of minutes (results written before sides kept one) is
-    taken at its result's."""
+    taken at its result's. Unless ``other_recipe``, it also refuses a side trained under another
+    recipe than this run would give it (``recipe(side)``: this run's config for the side and its
+    :func:`default_recipe`, compared by :func:`recipe_differences`; for base, which trains nothing,
+    only its model and domains): a
+    side reused across runs must not carry a learning rate or a reward this run no longer has. With
+    ``other_recipe`` such a side is taken with its differences (``recipe_differs``), and the target
+    is then not judged."""
     try:
         prior = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -689,7 +783,18 @@ def reused_sides(path: str, domains: list[str], running: list[str], minutes: flo
             raise SystemExit(f"--reuse {path}: side {s} trained for {side_minutes} minutes, this run trains for "
                              f"{minutes}: not the same budget (--reuse-other-budget compares them anyway, and "
                              "the target is then not judged)")
-        out[s] = {**r, "reused_from": r.get("reused_from") or prior.get("started"), "minutes": side_minutes}
+        entry = {**r, "reused_from": r.get("reused_from") or prior.get("started"), "minutes": side_minutes}
+        entry.pop("recipe_differs", None)  # judged again against this run's recipe
+        if recipe is not None and isinstance(r.get("config"), dict):
+            mine, defaults = recipe(s)
+            diffs = recipe_differences(r["config"], mine, ("model", "domains") if s == "base" else None, defaults)
+            if diffs and not other_recipe:
+                raise SystemExit(f"--reuse {path}: side {s} was trained under another recipe than this run's: "
+                                 + "; ".join(diffs[:6]) + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
+                                 + " (--reuse-other-recipe takes it anyway, and the target is then not judged)")
+            if diffs:
+                entry["recipe_differs"] = diffs
+        out[s] = entry
     return out
 
 
@@ -708,7 +813,9 @@ def main() -> None:
     _, built = all_domains(args)
     held_out = held_out_fingerprints(built, args.eval_size)
     reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget,
-                           held_out=lambda n: held_out if n == args.eval_size else held_out_fingerprints(built, n))
+                           held_out=lambda n: held_out if n == args.eval_size else held_out_fingerprints(built, n),
+                           recipe=lambda s: (side_config(args, s).model_dump(mode="json"), default_recipe(args, s)),
+                           other_recipe=args.reuse_other_recipe)
               if args.reuse else {})
     result: dict[str, Any] = {
         "benchmark": "multidomain",
@@ -724,8 +831,9 @@ def main() -> None:
     if reused:
         result["reused"] = {"from": args.reuse, "sides": list(reused)}
     argv = [str(Path(__file__).resolve()), *sys.argv[1:]]
+    commit = source_commit()
     for s in sides:
-        res = {**run_side(s, argv, side_file(out, s, ".part.json")), "minutes": args.minutes}
+        res = {**run_side(s, argv, side_file(out, s, ".part.json")), "minutes": args.minutes, "commit": commit}
         result["sides"][s] = res
         result["analysis"] = analyse(result, domains)
         out.parent.mkdir(parents=True, exist_ok=True)

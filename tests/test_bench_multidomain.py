@@ -323,3 +323,69 @@ def test_reuse_refuses_sides_of_another_budget_and_the_target_is_not_judged_acro
     assert t["gains_on_every_domain"] and t["at_least_single_average"] and not t["met"]  # met otherwise; not judged
     sides["mixed"]["minutes"] = 10
     assert md.analyse({"sides": sides}, ["a"])["target"]["met"]
+
+
+def test_recipe_differences_by_hand():
+    """Fields compared one by one, domains by name; a field the stored config lacks counts as its
+    default then; where a side ran and how fast its engine went do not count."""
+    theirs = {"run": {"dir": "/a", "seed": 0}, "model": {"name": "m", "max_batch": 32},
+              "trainer": {"lr": 2e-5}, "rollout": {"temperature": 1.0},
+              "domains": [{"name": "a", "eval_size": 400}, {"name": "b", "eval_size": 50}]}
+    mine = {"run": {"dir": "/b", "seed": 3}, "model": {"name": "m", "max_batch": 64},
+            "trainer": {"lr": 2e-5, "lr_schedule": "wsd", "warmup_fraction": 0.0}, "rollout": {"temperature": 0.7},
+            "domains": [{"name": "a", "eval_size": 400}, {"name": "b", "eval_size": 50, "weight": 1.0}]}
+    defaults = {"trainer": {"lr": 1e-5, "lr_schedule": "constant", "warmup_fraction": 0.0},
+                "domains": [{"name": "a"}, {"name": "b", "weight": 1.0}]}
+    assert md.recipe_differences(theirs, mine, defaults=defaults) == [
+        'rollout.temperature: 1.0 (this run: 0.7)',
+        'trainer.lr_schedule: absent, its default then "constant" (this run: "wsd")']
+    # without defaults an added field cannot be judged and is skipped
+    assert md.recipe_differences(theirs, mine) == ['rollout.temperature: 1.0 (this run: 0.7)']
+    # base trains nothing: only its model and domains are compared
+    assert md.recipe_differences(theirs, mine, ("model", "domains"), defaults) == []
+    renamed = {**mine, "domains": [{"name": "a"}, {"name": "c"}]}
+    assert md.recipe_differences(theirs, renamed, ("domains",)) == ["domains: ['a', 'b'] (this run: ['a', 'c'])"]
+    other = {**mine, "domains": [{"name": "a", "eval_size": 200}, {"name": "b", "eval_size": 50}]}
+    assert md.recipe_differences(theirs, other, ("domains",)) == ["domains.a.eval_size: 400 (this run: 200)"]
+
+
+def test_reuse_refuses_a_side_of_another_recipe_unless_asked_and_then_does_not_judge(tmp_path):
+    """A side trained under another learning-rate schedule than this run's is refused; with
+    other_recipe it is taken, its differences travel with it, and the target is not judged."""
+    import json
+
+    ids = [f"t{i}" for i in range(10)]
+    zero = {i: 0.0 for i in ids}
+    eight = {i: (1.0 if k < 8 else 0.0) for k, i in enumerate(ids)}
+    old = {"trainer": {"lr": 2e-5}, "domains": [{"name": "a"}]}             # before lr_schedule existed
+    new = {"trainer": {"lr": 2e-5, "lr_schedule": "wsd"}, "domains": [{"name": "a"}]}
+    prior = {"benchmark": "multidomain", "started": "2026-12-05 10:00:00",
+             "settings": {"domains": ["a"], "minutes": 10, "eval_tokens": 48},
+             "sides": {"base": {**_side({"a": zero}), "config": old}, "single:a": {**_side({"a": eight}), "config": old},
+                       "ablation": {**_side({"a": zero}), "config": new}}}
+    path = tmp_path / "prior.json"
+    path.write_text(json.dumps(prior))
+    defaults = {"trainer": {"lr": 1e-5, "lr_schedule": "constant"}, "domains": [{"name": "a"}]}
+
+    def recipe(side):
+        return new, defaults
+
+    with pytest.raises(SystemExit, match=r'side single:a was trained under another recipe than this run.s: '
+                                         r'trainer.lr_schedule: absent, its default then "constant" \(this run: "wsd"\)'):
+        md.reused_sides(str(path), ["a"], ["mixed"], 10, 48, recipe=recipe)
+    got = md.reused_sides(str(path), ["a"], ["mixed", "single:a"], 10, 48, recipe=recipe)  # base and ablation agree
+    assert sorted(got) == ["ablation", "base"] and "recipe_differs" not in got["ablation"]
+    sides = md.reused_sides(str(path), ["a"], ["mixed"], 10, 48, recipe=recipe, other_recipe=True)
+    assert sides["single:a"]["recipe_differs"] == ['trainer.lr_schedule: absent, its default then "constant" (this run: "wsd")']
+    sides["mixed"] = {**_side({"a": {i: 1.0 for i in ids}}), "minutes": 10}
+    result = {"sides": sides}
+    t = md.analyse(result, ["a"])["target"]
+    assert t["recipes_differ"] == {"single:a": sides["single:a"]["recipe_differs"]}
+    assert t["gains_on_every_domain"] and t["at_least_single_average"] and not t["met"]  # met otherwise; not judged
+    result.update(analysis=md.analyse(result, ["a"]), settings={"domains": ["a"], "drift_eval_size": 0, "minutes": 10,
+                                                                "eval_tokens": 48},
+                  machine=md.machine_info(), command="x")
+    text = md.report(result, ["a"])
+    assert "single:a was trained under another recipe" in text and "target met" not in text and "target not met" not in text
+    del sides["single:a"]["recipe_differs"]
+    assert md.analyse({"sides": sides}, ["a"])["target"]["met"]
