@@ -712,14 +712,14 @@ def recipe_differences(theirs: dict[str, Any], mine: dict[str, Any], only: tuple
     return out
 
 
-def default_recipe(args: argparse.Namespace, side: str) -> dict[str, Any]:
-    """The config of ``side`` with its domains and model as this run has them and every other field
+def side_recipe(args: argparse.Namespace, side: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """This run's config of ``side``, and the same with its domains and model and every other field
     at its default: what a field a stored config lacks stood at (:func:`recipe_differences`)."""
     from practicum.config import validate_config
 
     cfg = side_config(args, side)
     raw = {"domains": [d.model_dump(mode="json") for d in cfg.domains], "model": cfg.model.model_dump(mode="json")}
-    return validate_config(raw, f"defaults ({side})").model_dump(mode="json")
+    return cfg.model_dump(mode="json"), validate_config(raw, f"defaults ({side})").model_dump(mode="json")
 
 
 def source_commit() -> str | None:
@@ -752,10 +752,9 @@ def reused_sides(path: str, domains: list[str], running: list[str], minutes: flo
     side of another training budget than ``minutes``: the target compares sides of one wall-clock
     budget. A side without its own record of minutes (results written before sides kept one) is
     taken at its result's. Unless ``other_recipe``, it also refuses a side trained under another
-    recipe than this run would give it (``recipe(side)``: this run's config for the side and its
-    :func:`default_recipe`, compared by :func:`recipe_differences`; for base, which trains nothing,
-    only its model and domains): a
-    side reused across runs must not carry a learning rate or a reward this run no longer has. With
+    recipe than this run would give it (``recipe(side)``: :func:`side_recipe`, compared by
+    :func:`recipe_differences`; for base, which trains nothing, only its model and domains): a side
+    reused across runs must not carry a learning rate or a reward this run no longer has. With
     ``other_recipe`` such a side is taken with its differences (``recipe_differs``), and the target
     is then not judged."""
     try:
@@ -814,7 +813,7 @@ def main() -> None:
     held_out = held_out_fingerprints(built, args.eval_size)
     reused = (reused_sides(args.reuse, domains, sides, args.minutes, args.eval_tokens, args.reuse_other_budget,
                            held_out=lambda n: held_out if n == args.eval_size else held_out_fingerprints(built, n),
-                           recipe=lambda s: (side_config(args, s).model_dump(mode="json"), default_recipe(args, s)),
+                           recipe=lambda s: side_recipe(args, s),
                            other_recipe=args.reuse_other_recipe)
               if args.reuse else {})
     result: dict[str, Any] = {

@@ -389,3 +389,19 @@ def test_reuse_refuses_a_side_of_another_recipe_unless_asked_and_then_does_not_j
     assert "single:a was trained under another recipe" in text and "target met" not in text and "target not met" not in text
     del sides["single:a"]["recipe_differs"]
     assert md.analyse({"sides": sides}, ["a"])["target"]["met"]
+
+
+def test_side_recipe_of_the_benchmark_config_flags_a_stored_side_from_before_the_schedule():
+    """On the real config: a side's recipe agrees with itself, and a stored ablation from before
+    ``trainer.lr_schedule`` existed is told apart from a run that sets it."""
+    args = md.parse_args(["--minutes", "10", "--set", "trainer.lr_schedule=wsd", "--out", "/tmp/unused.json"])
+    mine, defaults = md.side_recipe(args, "ablation")
+    assert mine["trainer"]["lr_schedule"] == "wsd" and defaults["trainer"]["lr_schedule"] == "constant"
+    assert "curriculum" not in mine or not mine["curriculum"].get("drift", {}).get("enabled")
+    assert md.recipe_differences(mine, mine, defaults=defaults) == []
+    old = {**mine, "trainer": {k: v for k, v in mine["trainer"].items() if k != "lr_schedule"}}
+    assert md.recipe_differences(old, mine, defaults=defaults) == [
+        'trainer.lr_schedule: absent, its default then "constant" (this run: "wsd")']
+    # base trains nothing: the schedule is not its recipe
+    base_mine, base_defaults = md.side_recipe(args, "base")
+    assert md.recipe_differences(old, base_mine, ("model", "domains"), base_defaults) == []
