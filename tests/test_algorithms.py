@@ -359,3 +359,16 @@ def test_pcgrad_three_tasks_hand_numbers():
     assert A.pcgrad([_t(1, 2), _t(-0.5, -1)]).grad.tolist() == pytest.approx([0.0, 0.0], abs=1e-7)
     shuffled = A.pcgrad([_t(1, 0), _t(0, 1), _t(-2, -1)], random.Random(0))  # g3's order does not matter here
     assert shuffled.grad.tolist() == pytest.approx([-0.2, 0.4])
+
+
+def test_token_entropy_hand_numbers():
+    """Uniform over V tokens: log V; one certain token: 0; p = (1/2, 1/4, 1/4):
+    H = 0.5 ln 2 + 2 x 0.25 ln 4 = 1.5 ln 2. The gradient of a uniform distribution's entropy is
+    0 (its maximum)."""
+    logits = torch.tensor([[[0.0, 0.0, 0.0, 0.0], [0.0, -1e4, -1e4, -1e4],
+                            [math.log(2.0), 0.0, 0.0, -1e4]]], requires_grad=True)
+    h = A.token_entropy(logits)
+    assert h.shape == (1, 3)
+    assert h[0].tolist() == pytest.approx([math.log(4.0), 0.0, 1.5 * math.log(2.0)], abs=1e-5)
+    h[0, 0].backward()
+    assert logits.grad[0, 0].abs().max() < 1e-6

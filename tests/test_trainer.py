@@ -86,6 +86,46 @@ def test_kl_term_trains_zero_advantage_samples(tiny_model_path):
     assert stats["kl"] > first["kl"] + 1e-4
 
 
+def _entropy_at(tr: Trainer, samples: list[Sample]) -> float:
+    """The policy's mean entropy over the samples' generated tokens, recomputed from scratch."""
+    from practicum.algorithms import token_entropy
+
+    with torch.no_grad():
+        mb = next(tr._micro_batches(samples))
+        ent = token_entropy(tr._logits(tr.model, mb))
+    return float((ent * mb.mask).sum() / mb.mask.sum())
+
+
+def test_entropy_is_logged_and_the_bonus_raises_it(tiny_model_path):
+    """Every update logs the policy's mean entropy over the trained tokens (the entropy before
+    the step). With entropy_coef > 0 the same updates end at a higher entropy than without:
+    the bonus pushes against the sharpening the advantage-weighted updates cause."""
+    plain, bonus = _trainer(tiny_model_path), _trainer(tiny_model_path, entropy_coef=0.5)
+    before = _entropy_at(plain, SAMPLES)
+    first = plain.update(SAMPLES)
+    assert first["entropy"] == pytest.approx(before, rel=1e-4)
+    assert bonus.update(SAMPLES)["entropy"] == pytest.approx(before, rel=1e-4)
+    for _ in range(4):
+        plain.update(SAMPLES)
+        bonus.update(SAMPLES)
+    assert _entropy_at(bonus, SAMPLES) > _entropy_at(plain, SAMPLES) + 1e-3
+
+
+def test_entropy_bonus_trains_uniform_groups_only_when_asked(tiny_model_path):
+    """Zero-advantage samples are skipped under the bonus by default (no extra pass); with
+    entropy_all_samples they are trained for the bonus alone, and their entropy rises."""
+    zero = [Sample(s.ids, s.mask, s.behaviour_logprobs, 0.0) for s in SAMPLES]
+    default = _trainer(tiny_model_path, entropy_coef=0.5)
+    assert default.update(zero)["skipped"] == 1.0
+    every = _trainer(tiny_model_path, entropy_coef=0.5, entropy_all_samples=True)
+    before = _entropy_at(every, zero)
+    stats = every.update(zero)
+    assert stats["samples_trained"] == 2 and stats["skipped"] == 0.0
+    assert _entropy_at(every, zero) > before
+    off = _trainer(tiny_model_path, entropy_all_samples=True)  # no bonus: nothing to train them for
+    assert off.update(zero)["skipped"] == 1.0
+
+
 def test_resolve_model_errors(tmp_path):
     """Unknown names and folders that are not checkpoints raise ModelError saying what to give."""
     with pytest.raises(ModelError, match="built-in name"):

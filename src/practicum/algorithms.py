@@ -228,6 +228,13 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the distribution at each position, over the whole vocabulary: logits [B, T, V]
+    -> [B, T], in nats. H = logsumexp(z) - sum softmax(z) z, in float32 (differentiable)."""
+    logits = logits.float()
+    return torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+
+
 def lr_factor(progress: float, schedule: LrSchedule = "constant", warmup: float = 0.0, decay: float = 0.2,
               min_ratio: float = 0.0) -> float:
     """The learning rate at ``progress`` (0 at the run's start, 1 at its end), as a share of the peak.

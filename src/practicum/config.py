@@ -129,6 +129,13 @@ class AlgorithmConfig(_Strict):
     clip_low: float = Field(0.2, ge=0, description="Lower PPO clip (ratio >= 1 - clip_low).")
     clip_high: float = Field(0.28, ge=0, description="Upper PPO clip (ratio <= 1 + clip_high); > clip_low is DAPO's clip-higher.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to the initial policy (0: no reference model).")
+    entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus: the loss minus entropy_coef x the policy's "
+                                                      "entropy at each generated token (over the whole vocabulary, at the "
+                                                      "sampling temperature); keeps exploration from collapsing. 0: none "
+                                                      "(the entropy is still logged).")
+    entropy_all_samples: bool = Field(False, description="With entropy_coef > 0, also train the samples of all-alike groups "
+                                                         "(advantage 0), for the bonus alone. Off: the bonus covers the samples "
+                                                         "the update trains anyway, at no extra forward or backward pass.")
     max_tokens_norm: int = Field(64, ge=1, description="seq_mean_token_sum_norm: the constant token count.")
     off_policy: Literal["none", "tis", "decoupled"] = Field(
         "none",

@@ -188,7 +188,10 @@ class Trainer:
         the policy's own under every correction (weight 1) and its tokens count with no gap."""
         t0 = time.perf_counter()
         algo = self.algo
-        keep = [s for s in samples if any(s.mask) and (algo.kl_coef > 0 or abs(s.advantage) > 1e-8)]
+        # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
+        # the advantage (the KL penalty, or the entropy bonus when asked) still gives it one
+        regularised = algo.kl_coef > 0 or (algo.entropy_coef > 0 and algo.entropy_all_samples)
+        keep = [s for s in samples if any(s.mask) and (regularised or abs(s.advantage) > 1e-8)]
         stats: dict[str, float] = {
             "samples": float(len(samples)),
             "samples_trained": float(len(keep)),
@@ -203,7 +206,7 @@ class Trainer:
             return stats
         norm = A.loss_normaliser([sum(s.mask) for s in keep], algo.aggregation, algo.max_tokens_norm)
         surrogate = A.SURROGATES[algo.off_policy]
-        totals = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0,
+        totals = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "tokens": 0.0,
                   "mismatch_abs_logp": 0.0, "mismatch_kl": 0.0, "is_truncated": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -235,6 +238,7 @@ class Trainer:
         stats.update(
             loss=totals["loss"],
             kl=totals["kl"] / tokens,
+            entropy=totals["entropy"] / tokens,
             clip_frac=totals["clip_frac"] / tokens,
             mismatch_abs_logp=totals["mismatch_abs_logp"] / tokens,
             mismatch_kl=totals["mismatch_kl"] / tokens,
@@ -255,8 +259,15 @@ class Trainer:
         algo = self.algo
         for mb in self._micro_batches(samples):
             mb = mb.to(self.device)
-            logp = self._token_logprobs(self.model, mb, temperature)  # [S, T]
+            logits = self._logits(self.model, mb, temperature)  # [S, T, V]
+            logp = A.token_logprobs(logits, mb.targets)  # [S, T]
             tmask = mb.mask
+            if algo.entropy_coef > 0:
+                entropy = A.token_entropy(logits)  # [S, T]
+            else:  # logged only: no graph
+                with torch.no_grad():
+                    entropy = A.token_entropy(logits.detach())
+            del logits
             # the proximal ("old") policy is the current one: one update per batch of rollouts, so
             # no second forward pass; the behaviour policy is the engine's, possibly stale
             prox_logp = logp.detach()
@@ -272,6 +283,9 @@ class Trainer:
                 kl = A.kl_k3(logp, ref_logp)
                 per_tok = per_tok + algo.kl_coef * kl
                 totals["kl"] += float((kl.detach() * tmask).sum())
+            if algo.entropy_coef > 0:
+                per_tok = per_tok - algo.entropy_coef * entropy
+            totals["entropy"] += float((entropy.detach() * tmask).sum())
             loss = A.aggregate(per_tok, tmask, norm)
             loss.backward()
             n_tok = float(tmask.sum())
@@ -285,9 +299,14 @@ class Trainer:
             totals["is_truncated"] += float(gap.truncated)
 
     def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-        """Log-probs [S, T] of the continuation tokens. The vocabulary projection is applied
-        only at the positions that predict a trained token, not at every prompt position: it is
-        a fifth of the model's FLOPs and its [positions, V] output dominates activation memory."""
+        """Log-probs [S, T] of the continuation tokens (see :meth:`_logits`)."""
+        return A.token_logprobs(self._logits(model, mb, temperature), mb.targets)
+
+    def _logits(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
+        """Logits [S, T, V] at the positions that predict a continuation token, divided by the
+        sampling temperature. The vocabulary projection is applied only there, not at every
+        prompt position: it is a fifth of the model's FLOPs and its [positions, V] output
+        dominates activation memory."""
         core = model.get_base_model() if hasattr(model, "get_base_model") else model
         with self._autocast():
             hidden = core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
@@ -295,7 +314,7 @@ class Trainer:
             logits = core.lm_head(picked)  # [S, T, V]
         if temperature > 0 and temperature != 1.0:
             logits = logits / temperature
-        return A.token_logprobs(logits, mb.targets)
+        return logits
 
     def _autocast(self):
         if self.autocast_dtype is None:
