@@ -68,6 +68,17 @@ def test_run_groups_scores_every_episode(domain):
     assert engine.calls == 3 * N
 
 
+def test_build_samples_carries_a_domains_own_entropy_coef(domain):
+    """A domain named in ``entropy_coefs`` gives each of its samples that weight; any other
+    domain's samples name none (the trainer then uses algorithm.entropy_coef)."""
+    tasks = [domain.source.train_task(0)]
+    groups = asyncio.run(run_groups(tasks, N, lambda t: domain.make_env(), ScriptedEngine(first_of_group_is_right), PARAMS))
+    own, _ = build_samples(groups, "grpo", entropy_coefs={"arith": 0.03})
+    assert [s.entropy_coef for s in own] == [0.03] * N and {s.domain for s in own} == {"arith"}
+    other, _ = build_samples(groups, "grpo", entropy_coefs={"equations": 0.0})
+    assert [s.entropy_coef for s in other] == [None] * N
+
+
 class FlakyEnv:
     """Wraps an environment and fails, as configured, on replies containing a trigger word."""
 

@@ -126,6 +126,24 @@ def test_entropy_bonus_trains_uniform_groups_only_when_asked(tiny_model_path):
     assert off.update(zero)["skipped"] == 1.0
 
 
+def test_a_domains_own_entropy_coef_replaces_the_global_one(tiny_model_path):
+    """A sample's own entropy_coef (its domain's) is packed in place of algorithm.entropy_coef,
+    and trains exactly as the global weight would: the same weights after the same update."""
+    from dataclasses import replace
+
+    own = [replace(s, entropy_coef=0.5) for s in SAMPLES]
+    by_global, by_domain = _trainer(tiny_model_path, entropy_coef=0.5), _trainer(tiny_model_path)
+    mixed = [replace(SAMPLES[0], entropy_coef=0.0), SAMPLES[1]]
+    assert next(by_global._micro_batches(mixed)).entropy_coefs.tolist() == [0.0, 0.5]
+    by_global.update(SAMPLES)
+    by_domain.update(own)
+    wa, wb = _weights(by_global), _weights(by_domain)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    plain = _trainer(tiny_model_path)
+    plain.update(SAMPLES)
+    assert any(not torch.equal(wa[k], w) for k, w in _weights(plain).items())
+
+
 def test_resolve_model_errors(tmp_path):
     """Unknown names and folders that are not checkpoints raise ModelError saying what to give."""
     with pytest.raises(ModelError, match="built-in name"):

@@ -80,6 +80,9 @@ class DomainSection(_Strict):
     eval_size: int = Field(200, ge=1, description="Held-out problems used for evaluation.")
     eval_seed: int = Field(10_000_019, description="Seed of the held-out set (disjoint questions from training).")
     options: dict[str, Any] = Field(default_factory=dict, description="The domain plugin's own settings, validated by its options model (`practicum envs show ENV` lists them).")
+    entropy_coef: float | None = Field(None, ge=0, description="This domain's entropy bonus weight, in place of algorithm.entropy_coef "
+                                                             "(None: that one). Domains whose replies start sharp collapse to one "
+                                                             "reply per prompt without it; ones that start broad need to commit.")
 
     @model_validator(mode="before")
     @classmethod

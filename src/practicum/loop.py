@@ -70,8 +70,8 @@ def group_advantages(groups: list[Group], kind: A.AdvantageKind,
     return out
 
 
-def build_samples(groups: list[Group], kind: A.AdvantageKind,
-                  rewards: dict[str, float] | None = None) -> tuple[list[Sample], float]:
+def build_samples(groups: list[Group], kind: A.AdvantageKind, rewards: dict[str, float] | None = None,
+                  entropy_coefs: dict[str, float] | None = None) -> tuple[list[Sample], float]:
     """Group-normalised advantages -> training samples. Returns also the fraction of groups
     whose rewards were all equal (no learning signal).
 
@@ -79,6 +79,7 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind,
     failed before the model spoke has nothing to train on, and one that an infrastructure
     failure ended (its retries spent) is kept out of the loss and out of its group's baseline.
     ``rewards`` (episode id -> reward) replaces the episodes' own rewards: shaped ones.
+    ``entropy_coefs`` (domain -> weight): the domains whose entropy bonus is their own.
     """
     samples: list[Sample] = []
     uniform = 0
@@ -90,7 +91,8 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind,
             uniform += 1
         for ep, a in zip(eps, adv):
             ids, mask, logps = ep.training_sequence()
-            samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep), domain=g.task.domain))
+            samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep), domain=g.task.domain,
+                                  entropy_coef=(entropy_coefs or {}).get(g.task.domain)))
     return samples, uniform / max(len(groups), 1)
 
 
@@ -336,7 +338,8 @@ class Run:
         r = cfg.rollout
         rewards, shaping = driver.rewards(trained, r.max_episode_tokens or r.max_new_tokens * r.max_turns)
         advantages = group_advantages(trained, cfg.algorithm.advantage, rewards)
-        samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards)
+        own = {d.name: d.entropy_coef for d in cfg.domains if d.entropy_coef is not None}
+        samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards, own)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
         stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0,

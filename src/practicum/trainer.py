@@ -53,6 +53,7 @@ class Sample:
     # its log-probs are of another context, no proposal to correct from: trained as the policy's own
     guided: bool = False
     domain: str = ""  # its task's domain: gradient surgery (trainer.gradient_surgery) treats each as a task
+    entropy_coef: float | None = None  # its domain's own entropy bonus weight (None: algorithm.entropy_coef)
 
 
 def _prefix_len(s: Sample) -> int:
@@ -69,7 +70,8 @@ class PackedBatch:
 
     ids, positions: [R, L]; attention: [R, 1, L, L] bool (True = may attend);
     pred_index: [S, T] flat index (row * L + position) of the logits that predict each of
-    sample s's continuation tokens; targets, mask, behaviour: [S, T]; advantages, guided: [S].
+    sample s's continuation tokens; targets, mask, behaviour: [S, T]; advantages, guided,
+    entropy_coefs (each sample's entropy bonus weight): [S].
     """
 
     ids: torch.Tensor
@@ -81,12 +83,15 @@ class PackedBatch:
     behaviour: torch.Tensor
     advantages: torch.Tensor
     guided: torch.Tensor
+    entropy_coefs: torch.Tensor
 
     def to(self, device: torch.device) -> PackedBatch:
         return PackedBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
 
     @staticmethod
-    def build(rows: list[tuple[list[int], list[Sample]]]) -> PackedBatch:
+    def build(rows: list[tuple[list[int], list[Sample]]], entropy_coef: float = 0.0) -> PackedBatch:
+        """Pack ``rows`` (a shared prefix and the samples that continue it); ``entropy_coef`` is the
+        bonus weight of a sample that names none of its own."""
         lengths = [len(p) + sum(len(m.ids) - len(p) for m in ms) for p, ms in rows]
         R, L = len(rows), max(lengths)
         samples = [m for _, ms in rows for m in ms]
@@ -124,7 +129,9 @@ class PackedBatch:
                 s_i += 1
         advantages = torch.tensor([m.advantage for m in samples], dtype=torch.float32)
         guided = torch.tensor([m.guided for m in samples], dtype=torch.bool)
-        return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages, guided)
+        coefs = torch.tensor([entropy_coef if m.entropy_coef is None else m.entropy_coef for m in samples],
+                             dtype=torch.float32)
+        return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages, guided, coefs)
 
 
 class Trainer:
@@ -190,8 +197,8 @@ class Trainer:
         algo = self.algo
         # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
         # the advantage (the KL penalty, or the entropy bonus when asked) still gives it one
-        regularised = algo.kl_coef > 0 or (algo.entropy_coef > 0 and algo.entropy_all_samples)
-        keep = [s for s in samples if any(s.mask) and (regularised or abs(s.advantage) > 1e-8)]
+        keep = [s for s in samples if any(s.mask) and (abs(s.advantage) > 1e-8 or algo.kl_coef > 0
+                                                       or (algo.entropy_all_samples and self._entropy_coef(s) > 0))]
         stats: dict[str, float] = {
             "samples": float(len(samples)),
             "samples_trained": float(len(keep)),
@@ -262,7 +269,8 @@ class Trainer:
             logits = self._logits(self.model, mb, temperature)  # [S, T, V]
             logp = A.token_logprobs(logits, mb.targets)  # [S, T]
             tmask = mb.mask
-            if algo.entropy_coef > 0:
+            bonus = bool((mb.entropy_coefs > 0).any())
+            if bonus:
                 entropy = A.token_entropy(logits)  # [S, T]
             else:  # logged only: no graph
                 with torch.no_grad():
@@ -283,8 +291,8 @@ class Trainer:
                 kl = A.kl_k3(logp, ref_logp)
                 per_tok = per_tok + algo.kl_coef * kl
                 totals["kl"] += float((kl.detach() * tmask).sum())
-            if algo.entropy_coef > 0:
-                per_tok = per_tok - algo.entropy_coef * entropy
+            if bonus:
+                per_tok = per_tok - mb.entropy_coefs[:, None] * entropy
             totals["entropy"] += float((entropy.detach() * tmask).sum())
             loss = A.aggregate(per_tok, tmask, norm)
             loss.backward()
@@ -297,6 +305,9 @@ class Trainer:
             totals["mismatch_abs_logp"] += float(gap.abs_logp)
             totals["mismatch_kl"] += float(gap.kl)
             totals["is_truncated"] += float(gap.truncated)
+
+    def _entropy_coef(self, s: Sample) -> float:
+        return self.algo.entropy_coef if s.entropy_coef is None else s.entropy_coef
 
     def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
         """Log-probs [S, T] of the continuation tokens (see :meth:`_logits`)."""
@@ -351,12 +362,12 @@ class Trainer:
         for r in rows:
             length = len(r[0]) + sum(len(m.ids) - len(r[0]) for m in r[1])
             if batch and max(width, length) * (len(batch) + 1) > budget:
-                yield PackedBatch.build(batch)
+                yield PackedBatch.build(batch, self.algo.entropy_coef)
                 batch, width = [], 0
             batch.append(r)
             width = max(width, length)
         if batch:
-            yield PackedBatch.build(batch)
+            yield PackedBatch.build(batch, self.algo.entropy_coef)
 
     # --- weights for the engine ----------------------------------------------------------
     @torch.no_grad()
