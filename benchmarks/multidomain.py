@@ -718,7 +718,10 @@ def side_recipe(args: argparse.Namespace, side: str) -> tuple[dict[str, Any], di
     from practicum.config import validate_config
 
     cfg = side_config(args, side)
-    raw = {"domains": [d.model_dump(mode="json") for d in cfg.domains], "model": cfg.model.model_dump(mode="json")}
+    # each domain by what names it (its name, kind and task source), every other field of it at its
+    # default too: a domain field a stored side lacks was added later, so that side ran at its default
+    domains = [{"name": d.name, "env": d.env, "source": d.source} for d in cfg.domains]
+    raw = {"domains": domains, "model": cfg.model.model_dump(mode="json")}
     return cfg.model_dump(mode="json"), validate_config(raw, f"defaults ({side})").model_dump(mode="json")
 
 

@@ -405,3 +405,19 @@ def test_side_recipe_of_the_benchmark_config_flags_a_stored_side_from_before_the
     # base trains nothing: the schedule is not its recipe
     base_mine, base_defaults = md.side_recipe(args, "base")
     assert md.recipe_differences(old, base_mine, ("model", "domains"), base_defaults) == []
+
+
+def test_side_recipe_flags_a_domain_field_the_stored_side_lacks():
+    """A field added to a domain's section after a side ran (here its own entropy_coef) stood at
+    its default in that run: a run that sets it differs from the stored side, and one that leaves
+    it unset does not (the default is the field's, not this run's value)."""
+    plain = md.parse_args(["--minutes", "10", "--out", "/tmp/unused.json"])
+    stored, _ = md.side_recipe(plain, "single:arithmetic")
+    for d in stored["domains"]:
+        del d["entropy_coef"]
+    args = md.parse_args(["--minutes", "10", "--set", "domains.0.entropy_coef=0.03", "--out", "/tmp/unused.json"])
+    mine, defaults = md.side_recipe(args, "single:arithmetic")
+    assert md.recipe_differences(stored, mine, defaults=defaults) == [
+        "domains.arithmetic.entropy_coef: absent, its default then null (this run: 0.03)"]
+    mine, defaults = md.side_recipe(plain, "single:arithmetic")
+    assert md.recipe_differences(stored, mine, defaults=defaults) == []
