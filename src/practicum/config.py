@@ -136,7 +136,7 @@ class AlgorithmConfig(_Strict):
                                                       "entropy at each generated token (over the whole vocabulary, at the "
                                                       "sampling temperature); keeps exploration from collapsing. 0: none "
                                                       "(the entropy is still logged).")
-    entropy_all_samples: bool = Field(False, description="With entropy_coef > 0, also train the samples of all-alike groups "
+    entropy_all_samples: bool = Field(False, description="With an entropy bonus (entropy_coef > 0, or a domain's own), also train the samples of all-alike groups "
                                                          "(advantage 0), for the bonus alone. Off: the bonus covers the samples "
                                                          "the update trains anyway, at no extra forward or backward pass.")
     max_tokens_norm: int = Field(64, ge=1, description="seq_mean_token_sum_norm: the constant token count.")
