@@ -135,7 +135,7 @@ class AlgorithmConfig(_Strict):
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus: the loss minus entropy_coef x the policy's "
                                                       "entropy at each generated token (over the whole vocabulary, at the "
                                                       "sampling temperature); keeps exploration from collapsing. 0: none "
-                                                      "(the entropy is still logged).")
+                                                      "(an estimate of the entropy is still logged).")
     entropy_all_samples: bool = Field(False, description="With an entropy bonus (entropy_coef > 0, or a domain's own), also train the samples of all-alike groups "
                                                          "(advantage 0), for the bonus alone. Off: the bonus covers the samples "
                                                          "the update trains anyway, at no extra forward or backward pass.")

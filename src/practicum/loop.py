@@ -396,7 +396,7 @@ class Run:
     def summary(self, step: int, m: dict[str, Any]) -> str:
         rewards = " ".join(f"{d.name} {m[f'{d.name}/reward']:.2f}" for d in self.domains if f"{d.name}/reward" in m)
         loss = f"loss {m['loss']:+.4f} kl {m['kl']:.4f}" if "loss" in m else "no update (all groups uniform)"
-        if "entropy" in m:  # mean entropy of the policy over the trained tokens (nats): exploration left
+        if "entropy" in m:  # the policy's entropy, estimated on the trained tokens (nats): exploration left
             loss += f" entropy {m['entropy']:.3f}"
         t = self.cfg.trainer
         if "lr" in m and (t.lr_schedule != "constant" or t.warmup_fraction > 0):

@@ -55,6 +55,10 @@ class Sample:
     domain: str = ""  # its task's domain: gradient surgery (trainer.gradient_surgery) treats each as a task
     entropy_coef: float | None = None  # its domain's own entropy bonus weight (None: algorithm.entropy_coef)
 
+    def entropy_weight(self, default: float) -> float:
+        """Its entropy bonus weight: its domain's own, else ``default`` (algorithm.entropy_coef)."""
+        return default if self.entropy_coef is None else self.entropy_coef
+
 
 def _prefix_len(s: Sample) -> int:
     """Length of the sample's leading context (mask 0): its first prompt."""
@@ -129,8 +133,7 @@ class PackedBatch:
                 s_i += 1
         advantages = torch.tensor([m.advantage for m in samples], dtype=torch.float32)
         guided = torch.tensor([m.guided for m in samples], dtype=torch.bool)
-        coefs = torch.tensor([entropy_coef if m.entropy_coef is None else m.entropy_coef for m in samples],
-                             dtype=torch.float32)
+        coefs = torch.tensor([m.entropy_weight(entropy_coef) for m in samples], dtype=torch.float32)
         return PackedBatch(ids, positions, attention, pred_index, targets, mask, behaviour, advantages, guided, coefs)
 
 
@@ -198,7 +201,7 @@ class Trainer:
         # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
         # the advantage (the KL penalty, or the entropy bonus when asked) still gives it one
         keep = [s for s in samples if any(s.mask) and (abs(s.advantage) > 1e-8 or algo.kl_coef > 0
-                                                       or (algo.entropy_all_samples and self._entropy_coef(s) > 0))]
+                                                       or (algo.entropy_all_samples and s.entropy_weight(algo.entropy_coef) > 0))]
         stats: dict[str, float] = {
             "samples": float(len(samples)),
             "samples_trained": float(len(keep)),
@@ -269,12 +272,9 @@ class Trainer:
             logits = self._logits(self.model, mb, temperature)  # [S, T, V]
             logp = A.token_logprobs(logits, mb.targets)  # [S, T]
             tmask = mb.mask
+            # the exact entropy (a softmax over the vocabulary, ~2.5x the log-probs' cost) only for the bonus
             bonus = bool((mb.entropy_coefs > 0).any())
-            if bonus:
-                entropy = A.token_entropy(logits)  # [S, T]
-            else:  # logged only: no graph
-                with torch.no_grad():
-                    entropy = A.token_entropy(logits.detach())
+            entropy = A.token_entropy(logits) if bonus else None  # [S, T]
             del logits
             # the proximal ("old") policy is the current one: one update per batch of rollouts, so
             # no second forward pass; the behaviour policy is the engine's, possibly stale
@@ -291,9 +291,11 @@ class Trainer:
                 kl = A.kl_k3(logp, ref_logp)
                 per_tok = per_tok + algo.kl_coef * kl
                 totals["kl"] += float((kl.detach() * tmask).sum())
-            if bonus:
+            if entropy is not None:
                 per_tok = per_tok - mb.entropy_coefs[:, None] * entropy
-            totals["entropy"] += float((entropy.detach() * tmask).sum())
+            # logged: -log pi of the sampled tokens, which the policy drew, so its mean estimates the
+            # entropy without bias (on-policy) at no extra cost
+            totals["entropy"] += float((-prox_logp * tmask).sum())
             loss = A.aggregate(per_tok, tmask, norm)
             loss.backward()
             n_tok = float(tmask.sum())
@@ -305,9 +307,6 @@ class Trainer:
             totals["mismatch_abs_logp"] += float(gap.abs_logp)
             totals["mismatch_kl"] += float(gap.kl)
             totals["is_truncated"] += float(gap.truncated)
-
-    def _entropy_coef(self, s: Sample) -> float:
-        return self.algo.entropy_coef if s.entropy_coef is None else s.entropy_coef
 
     def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
         """Log-probs [S, T] of the continuation tokens (see :meth:`_logits`)."""
