@@ -83,6 +83,8 @@ class DomainSection(_Strict):
     entropy_coef: float | None = Field(None, ge=0, description="This domain's entropy bonus weight, in place of algorithm.entropy_coef "
                                                              "(None: that one). Domains whose replies start sharp collapse to one "
                                                              "reply per prompt without it; ones that start broad need to commit.")
+    entropy_target: float | None = Field(None, ge=0, description="This domain's target entropy for the adaptive bonus, in place of "
+                                                                 "algorithm.entropy_target (None: that one; 0: none for this domain, which keeps the fixed entropy_coef).")
 
     @model_validator(mode="before")
     @classmethod
@@ -136,6 +138,14 @@ class AlgorithmConfig(_Strict):
                                                       "entropy at each generated token (over the whole vocabulary, at the "
                                                       "sampling temperature); keeps exploration from collapsing. 0: none "
                                                       "(an estimate of the entropy is still logged).")
+    entropy_target: float | None = Field(None, ge=0, description="Adaptive entropy bonus (Skywork-OR1's adaptive entropy control), per domain: each domain's "
+                                                                 "coefficient rises by entropy_coef_step at a step where that domain's sampled entropy "
+                                                                 "(mean -log p of its generated tokens, nats per token) is below this target, falls by "
+                                                                 "it where not, within [0, entropy_coef_max], and applies only while below; it starts "
+                                                                 "at entropy_coef. A domain's own entropy_target replaces it (0: none for that domain). "
+                                                                 "None: the fixed bonus entropy_coef. See docs/algorithms.md.")
+    entropy_coef_step: float = Field(0.005, gt=0, description="entropy_target: how far a domain's coefficient moves at each step.")
+    entropy_coef_max: float = Field(0.05, gt=0, description="entropy_target: the largest coefficient a domain reaches.")
     entropy_all_samples: bool = Field(False, description="With an entropy bonus (entropy_coef > 0, or a domain's own), also train the samples of all-alike groups "
                                                          "(advantage 0), for the bonus alone. Off: the bonus covers the samples "
                                                          "the update trains anyway, at no extra forward or backward pass.")

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import torch
 
 from practicum import algorithms as A
+from practicum import entropy_control
 from practicum.budget import Spend
 from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
@@ -191,6 +192,7 @@ class Run:
         r = cfg.rollout
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
         self.driver = Driver(cfg.curriculum, self.domains, self.weights, cfg.run.seed, self.store)
+        self.entropy = entropy_control.from_config(cfg.algorithm, cfg.domains)  # adaptive bonus per domain, or None
         self.orch = Orchestrator(
             self.domains, self.weights, self.engine, self.store,
             Limits(r.group_size, r.prompts_per_step, params, r.max_turns, r.max_episode_tokens, r.max_episode_seconds),
@@ -220,7 +222,8 @@ class Run:
         return self._on_torch_thread(self.checkpoints.save, self.trainer, step, {
             "next_step": step + 1, "train_seconds": self.train_seconds, "model_path": str(self.model_path),
             "mode": self.cfg.trainer.mode, "sampler": {"kind": "stateless", "seed": self.cfg.run.seed},
-            "curriculum": self.driver.state()})
+            "curriculum": self.driver.state(),
+            **({"entropy_control": self.entropy.state()} if self.entropy is not None else {})})
 
     def _resume(self) -> None:
         old = self.store.get_meta("config") or {}
@@ -237,6 +240,8 @@ class Run:
             state = self._on_torch_thread(self.trainer.load, latest)
             if "curriculum" in state:
                 self.driver.load(state["curriculum"])
+            if self.entropy is not None and "entropy_control" in state:
+                self.entropy.load(state["entropy_control"])
             self.start_step = int(state["next_step"]) - 1
             self.train_seconds = float(state.get("train_seconds", 0.0))
             self.engine.load_weights(self.trainer.export_weights(), self.trainer.version)
@@ -339,6 +344,10 @@ class Run:
         rewards, shaping = driver.rewards(trained, r.max_episode_tokens or r.max_new_tokens * r.max_turns)
         advantages = group_advantages(trained, cfg.algorithm.advantage, rewards)
         own = {d.name: d.entropy_coef for d in cfg.domains if d.entropy_coef is not None}
+        sampled = entropy_control.sampled_entropy(groups)  # this step's fresh groups (replayed ones are old)
+        if self.entropy is not None:  # the adaptive bonus: each controlled domain's weight from its entropy now
+            self.entropy.observe(sampled)
+            own.update(self.entropy.weights())
         samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards, own)
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
@@ -377,6 +386,10 @@ class Run:
             **driver.metrics(trained, step),
             **shaping,
         }
+        for d, h in sampled.items():
+            m[f"{d}/entropy"] = h  # mean -log p of the tokens it sampled: its exploration left, all-alike groups included
+        if self.entropy is not None:
+            m.update({f"{d}/entropy_coef": w for d, w in self.entropy.weights().items()})
         for dom, section in zip(self.domains, cfg.domains):
             eps = [e for g in groups if g.task.domain == dom.name for e in g.episodes]
             if not eps:
@@ -410,6 +423,8 @@ class Run:
         cur = "".join(f" {int(m[k])} {k.split('_')[0]}" for k in ("filtered_groups", "replayed_groups") if m.get(k))
         cur += "".join(f" | scaffold {d.name} {m[f'{d.name}/scaffold_level']:.2f}" for d in self.domains
                        if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)
+        bonus = [f"{d.name} {m[f'{d.name}/entropy_coef']:.3f}" for d in self.domains if m.get(f"{d.name}/entropy_coef")]
+        cur += " | entropy bonus " + " ".join(bonus) if bonus else ""
         notes = "".join(f" | {n}" for n in m.get("notes", []))
         b = self.cfg.budget
         if b.limited:
