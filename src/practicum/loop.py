@@ -424,7 +424,8 @@ class Run:
         cur += "".join(f" | scaffold {d.name} {m[f'{d.name}/scaffold_level']:.2f}" for d in self.domains
                        if f"{d.name}/scaffold_level" in m and m[f"{d.name}/scaffold_level"] > 0)
         bonus = [f"{d.name} {m[f'{d.name}/entropy_coef']:.3f}" for d in self.domains if m.get(f"{d.name}/entropy_coef")]
-        cur += " | entropy bonus " + " ".join(bonus) if bonus else ""
+        if bonus:  # the domains whose adaptive entropy bonus is on at this step
+            cur += " | entropy bonus " + " ".join(bonus)
         notes = "".join(f" | {n}" for n in m.get("notes", []))
         b = self.cfg.budget
         if b.limited:
