@@ -83,9 +83,10 @@ def test_config_targets_per_domain(tmp_path):
     c = from_config(cfg.algorithm, cfg.domains)
     assert c.targets == {"a": 0.6, "b": 0.2} and c.start == {"a": 0.01, "b": 0.03}
     assert c.step == 0.002 and c.max_coef == 0.05
-    assert from_config(_config(tmp_path, {}, [{}, {"entropy_coef": 0.1}]).algorithm, cfg.domains[:0]) is None
-    plain = _config(tmp_path, {}, [{}, {}])
-    assert from_config(plain.algorithm, plain.domains) is None
+    fixed = _config(tmp_path, {"entropy_coef": 0.01}, [{}, {"entropy_coef": 0.1}])  # fixed bonuses, no target
+    assert from_config(fixed.algorithm, fixed.domains) is None
+    opted_out = _config(tmp_path, {"entropy_target": 0.2}, [{"entropy_target": 0}])
+    assert from_config(opted_out.algorithm, opted_out.domains) is None
     with pytest.raises(ConfigError, match="entropy_target"):
         _config(tmp_path, {"entropy_target": -1}, [{}])
     with pytest.raises(ConfigError, match="entropy_coef_step"):

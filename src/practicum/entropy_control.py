@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from practicum.records import Group
+
+if TYPE_CHECKING:
+    from practicum.config import AlgorithmConfig, DomainSection
 
 
 def sampled_entropy(groups: Iterable[Group]) -> dict[str, float]:
@@ -87,11 +90,10 @@ class EntropyControl:
                 self.below[d] = bool(state.get("below", {}).get(d, False))
 
 
-def from_config(algorithm: Any, domains: Iterable[Any]) -> EntropyControl | None:
-    """The run's controller from ``algorithm`` (AlgorithmConfig) and its ``domains``
-    (DomainSection): a domain is controlled when it has a target above 0, its own
-    ``entropy_target`` or else ``algorithm.entropy_target``; its coefficient starts at its ``entropy_coef`` (its own,
-    else the algorithm's). None when no domain has a target."""
+def from_config(algorithm: AlgorithmConfig, domains: Iterable[DomainSection]) -> EntropyControl | None:
+    """The run's controller: a domain is controlled when it has a target above 0, its own
+    ``entropy_target`` or else ``algorithm.entropy_target``; its coefficient starts at its
+    ``entropy_coef`` (its own, else the algorithm's). None when no domain has a target."""
     targets: dict[str, float] = {}
     start: dict[str, float] = {}
     for d in domains:

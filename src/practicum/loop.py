@@ -193,6 +193,7 @@ class Run:
         params = SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
         self.driver = Driver(cfg.curriculum, self.domains, self.weights, cfg.run.seed, self.store)
         self.entropy = entropy_control.from_config(cfg.algorithm, cfg.domains)  # adaptive bonus per domain, or None
+        self._own_entropy_coef = {d.name: d.entropy_coef for d in cfg.domains if d.entropy_coef is not None}
         self.orch = Orchestrator(
             self.domains, self.weights, self.engine, self.store,
             Limits(r.group_size, r.prompts_per_step, params, r.max_turns, r.max_episode_tokens, r.max_episode_seconds),
@@ -343,7 +344,7 @@ class Run:
         r = cfg.rollout
         rewards, shaping = driver.rewards(trained, r.max_episode_tokens or r.max_new_tokens * r.max_turns)
         advantages = group_advantages(trained, cfg.algorithm.advantage, rewards)
-        own = {d.name: d.entropy_coef for d in cfg.domains if d.entropy_coef is not None}
+        own = dict(self._own_entropy_coef)  # domains with a fixed weight of their own
         sampled = entropy_control.sampled_entropy(groups)  # this step's fresh groups (replayed ones are old)
         if self.entropy is not None:  # the adaptive bonus: each controlled domain's weight from its entropy now
             self.entropy.observe(sampled)
