@@ -30,6 +30,14 @@ drained (the drain on the training clock), as in learn_arithmetic.py.
     python benchmarks/multidomain.py --sides base,mixed              # some sides
     python benchmarks/multidomain.py --sides mixed --set curriculum.replay.enabled=true \
         --reuse benchmarks/out/multidomain.json --out benchmarks/out/replay.json   # one side again, judged against the rest
+    python benchmarks/multidomain.py --set run.seed=1 --reuse benchmarks/out/multidomain.json \
+        --sides mixed,single:arithmetic,... --out benchmarks/out/seed1.json                # the trained sides with another seed
+    python benchmarks/multidomain.py --pool benchmarks/out/multidomain.json benchmarks/out/seed1.json  # judged over seeds
+
+A training seed moves a side's mean by more than the gap the target judges, so ``--pool`` trains
+nothing and judges the target over several results' seeds: each seed that ran the mixed side and
+every single side is analysed alone, then every side's per-task scores are averaged over those
+seeds and the averages decide (``benchmarks/out/multidomain_seeds.json``).
 
 Output: benchmarks/out/multidomain.json (every side's per-task held-out scores, steps, drift
 guard decisions, statistics) and markdown tables on stdout.
@@ -617,6 +625,175 @@ def mean_over(row: dict[str, Any], domains: list[str]) -> float | None:
     return None if any(x is None for x in xs) else sum(xs) / len(xs)
 
 
+# --- several training seeds ------------------------------------------------------------------------
+def side_seed(r: dict[str, Any]) -> int | None:
+    """The training seed a side ran with (its stored config's ``run.seed``)."""
+    return ((r.get("config") or {}).get("run") or {}).get("seed")
+
+
+def sides_by_seed(results: list[tuple[str, dict[str, Any]]], domains: list[str]) -> tuple[dict[str, Any], dict[int, dict[str, Any]]]:
+    """The base side and every trained side of ``results`` ((path, result) pairs), by training
+    seed: ``(base, {seed: {side: record}})``. A side reused from one result into another is one
+    run (told apart by when it ran), taken once. Refuses results of other domains, held-out tasks,
+    evaluation length or machine than the first's (their scores would not pair or compare), a
+    side trained for another budget, two different runs of one side with one seed (which to
+    keep is the caller's choice), and a side whose recipe differs between seeds beyond ``run``
+    (its seed and where it ran): only the seed may differ."""
+    if not results:
+        raise SystemExit("--pool: no results given")
+    first_path, first = results[0]
+    keys = ("domains", "eval_size", "eval_tokens", "held_out")
+    base: dict[str, Any] | None = None
+    runs: dict[tuple[str, int], tuple[str, str, dict[str, Any]]] = {}  # (side, seed) -> (ran, path, record)
+    minutes: set[float] = set()
+    for path, res in results:
+        if res.get("benchmark") != "multidomain" or (res.get("settings") or {}).get("domains") != domains:
+            raise SystemExit(f"--pool {path}: not a multidomain result over the domains {domains}")
+        for k in keys:
+            if res["settings"].get(k) != first["settings"].get(k):
+                raise SystemExit(f"--pool {path}: its {k} is not {first_path}'s: the sides would not pair task by task")
+        mine, theirs = res.get("machine") or {}, first.get("machine") or {}
+        if (mine.get("cpu"), mine.get("cpus_available")) != (theirs.get("cpu"), theirs.get("cpus_available")):
+            raise SystemExit(f"--pool {path}: run on {mine.get('cpu')} ({mine.get('cpus_available')} cores), "
+                             f"{first_path} on {theirs.get('cpu')} ({theirs.get('cpus_available')}): a wall-clock "
+                             "budget buys other steps on another machine")
+        for side, r in (res.get("sides") or {}).items():
+            if "final" not in r:
+                continue
+            if side == "base":
+                base = base or r
+                continue
+            seed = side_seed(r)
+            if seed is None:
+                raise SystemExit(f"--pool {path}: side {side} keeps no config with its seed")
+            minutes.add(r.get("minutes", res["settings"].get("minutes")))
+            ran = r.get("reused_from") or res.get("started")
+            known = runs.get((side, seed))
+            if known and known[0] != ran:
+                raise SystemExit(f"--pool: two runs of {side} with seed {seed}, started {known[0]} ({known[1]}) and "
+                                 f"{ran} ({path}): pool results holding one run of each side per seed")
+            runs.setdefault((side, seed), (ran, path, r))
+    if base is None:
+        raise SystemExit("--pool: no result holds the base side")
+    if len(minutes) > 1:
+        raise SystemExit(f"--pool: sides trained for different budgets ({sorted(minutes)} minutes)")
+    by_seed: dict[int, dict[str, Any]] = {}
+    for (side, seed), (_, _, r) in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        by_seed.setdefault(seed, {})[side] = r
+    for side in {s for s, _ in runs}:
+        seeds = sorted(seed for s, seed in runs if s == side)
+        ref = runs[(side, seeds[0])][2]
+        for seed in seeds[1:]:
+            diffs = recipe_differences(ref["config"], runs[(side, seed)][2]["config"])
+            if diffs:
+                raise SystemExit(f"--pool: {side} with seed {seed} was trained under another recipe than with seed "
+                                 f"{seeds[0]}: " + "; ".join(diffs[:6]))
+    return base, by_seed
+
+
+def pool_seeds(results: list[tuple[str, dict[str, Any]]], domains: list[str]) -> dict[str, Any]:
+    """The target judged over several training seeds. Each seed whose mixed side and every single
+    side ran is analysed on its own (:func:`analyse`); then each side's per-task scores are
+    averaged over those seeds and the same analysis runs on the averages, which decides the
+    target: a seed moves a side's mean by more than the gap judged (the twenty-third run: 0.08),
+    so one seed a side cannot settle it. The pooled intervals are over tasks (the seeds' noise
+    is averaged, not estimated); ``across_seeds`` gives the mixed - single gap per seed with a
+    t-interval over seeds, which does estimate it. A gain that was one reply to most tasks in any
+    seed does not count."""
+    base, by_seed = sides_by_seed(results, domains)
+    need = ["mixed", *(f"single:{d}" for d in domains)]
+    complete = sorted(seed for seed, sides in by_seed.items() if all(s in sides for s in need))
+    out: dict[str, Any] = {"seeds": complete,
+                           "incomplete_seeds": {seed: sorted(s for s in need if s not in by_seed[seed])
+                                                for seed in sorted(by_seed) if seed not in complete},
+                           "per_seed": {}}
+    if not complete:
+        return out
+    for seed in complete:
+        sides = {"base": base, **{s: by_seed[seed][s] for s in need}}
+        a = analyse({"sides": sides}, domains)
+        out["per_seed"][seed] = {"target": a["target"], "steps": {s: len(sides[s].get("steps") or []) for s in need},
+                                 "means": {s: mean_over(a["table"][s], domains) for s in ["base", *need]}}
+    pooled: dict[str, Any] = {"base": base}
+    for s in need:
+        pooled[s] = {"final": {}}
+        for d in domains:
+            per = [by_seed[seed][s]["final"][d]["scores"] for seed in complete]
+            ids = sorted(set.intersection(*(set(p) for p in per)))
+            pooled[s]["final"][d] = {"scores": {i: sum(p[i] for p in per) / len(per) for i in ids}}
+    a = analyse({"sides": pooled}, domains)
+    t = a["target"]
+    collapsed = {seed: out["per_seed"][seed]["target"]["collapsed_gains"] for seed in complete
+                 if out["per_seed"][seed]["target"]["collapsed_gains"]}
+    if collapsed:
+        t["collapsed_gains"] = collapsed
+        t["gains_on_every_domain"] = False
+        t["met"] = False
+    gaps = [out["per_seed"][seed]["target"]["mixed_minus_singles"]["mean"] for seed in complete]
+    out["across_seeds"] = {"mixed_minus_singles": asdict(mean_ci(gaps)),
+                           "met_in": [seed for seed in complete if out["per_seed"][seed]["target"]["met"]]}
+    out["pooled"] = a
+    return out
+
+
+def pool_report(pool: dict[str, Any], domains: list[str], command: str) -> str:
+    """Markdown for :func:`pool_seeds`: the seed-averaged table, each seed's verdict, the gap across
+    seeds, and the pooled verdict."""
+    lines = [f"### multidomain over training seeds {', '.join(str(s) for s in pool['seeds']) or '–'}"]
+    for seed, missing in pool["incomplete_seeds"].items():
+        lines.append(f"\nSeed {seed} left out: it lacks {', '.join(missing)}.")
+    if not pool["seeds"]:
+        return "\n".join([*lines, "", "No seed holds the mixed side and every single side: nothing to judge.",
+                           "", f"Command: `{command}`"])
+    table = pool["pooled"]["table"]
+    rows = [[s, *(ci_text(table[s][d]["score"]) + ("" if "vs_base" not in table[s][d]
+                                                    else "<br>Δ " + diff_text(table[s][d]["vs_base"])) for d in domains),
+             fmt(mean_over(table[s], domains))] for s in table]
+    lines += ["", md_table(["side (per-task score averaged over seeds)", *domains, "mean over domains"], rows), ""]
+    for seed, ps in pool["per_seed"].items():
+        t = ps["target"]
+        lines.append(f"- seed {seed}: mixed {fmt(t['mixed_mean_over_domains'])} ({ps['steps']['mixed']} steps), "
+                     f"single runs on their own domain {fmt(t['singles_mean_own_domain'])} "
+                     f"({', '.join(str(ps['steps'][f'single:{d}']) for d in domains)} steps); mixed - single "
+                     f"{diff_text(t['mixed_minus_singles'])}; target {'met' if t['met'] else 'not met'}.")
+    gap = pool["across_seeds"]["mixed_minus_singles"]
+    t = pool["pooled"]["target"]
+    lines += [
+        f"- across seeds, mixed - single: {ci_text(gap, signed=True)} "
+        + (f"(t-interval over {gap['n']} seeds)." if gap["n"] > 1 else "(one seed: no interval over seeds)."),
+        f"- seed-averaged: mixed vs base {', '.join(f'{d} {v}' for d, v in t['mixed_vs_base'].items())}; "
+        f"mixed {fmt(t['mixed_mean_over_domains'])} against single runs on their own domain "
+        f"{fmt(t['singles_mean_own_domain'])}, mixed - single {diff_text(t['mixed_minus_singles'])}"
+        + "".join(f"; seed {seed}'s gain on {', '.join(c)} was one reply to most tasks: not counted"
+                  for seed, c in (t.get("collapsed_gains") or {}).items()) + ".",
+        "- mixed vs single on its own domain, seed-averaged: " + ", ".join(
+            f"{d} {diff_text(c)}" for d, c in t["mixed_vs_single_per_domain"].items()) + ".",
+        f"- **target {'met' if t['met'] else 'not met'}** over seeds {', '.join(str(s) for s in pool['seeds'])}.",
+        "", f"Command: `{command}`",
+    ]
+    return "\n".join(lines)
+
+
+def pool_main(args: argparse.Namespace) -> None:
+    results = []
+    for path in args.pool:
+        try:
+            results.append((path, json.loads(Path(path).read_text())))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--pool {path}: cannot read it as a result: {e}") from e
+    domains = (results[0][1].get("settings") or {}).get("domains") or []
+    pool = pool_seeds(results, domains)
+    result = {"benchmark": "multidomain_seeds", "command": command_line(), "from": list(args.pool),
+              "domains": domains, "started": time.strftime("%Y-%m-%d %H:%M:%S"), **pool}
+    text = pool_report(pool, domains, result["command"])
+    result["markdown"] = text
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_result(out, result)
+    print(text)
+    print(f"\nwrote {out}")
+
+
 # --- entry ---------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -634,7 +811,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override a field of the config, for every side (repeatable)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--max-steps", type=int, default=None, help="also stop each side after this many steps")
-    p.add_argument("--out", default="benchmarks/out/multidomain.json", help="result JSON")
+    p.add_argument("--out", default=None,
+                   help="result JSON (default: benchmarks/out/multidomain.json; with --pool, multidomain_seeds.json)")
+    p.add_argument("--pool", nargs="+", default=None, metavar="JSON",
+                   help="train nothing: judge the target over the training seeds of these results (each side's "
+                        "per-task scores averaged over the seeds that ran the mixed side and every single side)")
     p.add_argument("--reuse", default=None, metavar="JSON",
                    help="an earlier result of this benchmark: its sides that --sides does not run are taken from it "
                         "(same domains, held-out tasks paired by id), so a new run of one side is judged against the rest")
@@ -647,6 +828,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--_worker", help=argparse.SUPPRESS)
     p.add_argument("--_result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.out = args.out or f"benchmarks/out/multidomain{'_seeds' if args.pool else ''}.json"
     if args.eval_tokens is None:
         raw = read_raw(args.config, args.overrides)
         args.eval_tokens = int((raw.get("rollout") or {}).get("max_new_tokens", 64))
@@ -804,6 +986,9 @@ def main() -> None:
     args = parse_args()
     if args._worker:
         worker(args)
+        return
+    if args.pool:
+        pool_main(args)
         return
     raw = read_raw(args.config, args.overrides)
     domains = [d["name"] for d in raw["domains"]]

@@ -421,3 +421,129 @@ def test_side_recipe_flags_a_domain_field_the_stored_side_lacks():
         "domains.arithmetic.entropy_coef: absent, its default then null (this run: 0.03)"]
     mine, defaults = md.side_recipe(plain, "single:arithmetic")
     assert md.recipe_differences(stored, mine, defaults=defaults) == []
+
+
+# --- several training seeds (--pool) ---------------------------------------------------------------
+_IDS = [f"t{i}" for i in range(10)]
+
+
+def _k(k: int) -> dict[str, float]:
+    """The first k of ten tasks right."""
+    return {i: (1.0 if n < k else 0.0) for n, i in enumerate(_IDS)}
+
+
+def _seeded(seed: int, scores: dict[str, dict[str, float]], lr: float = 2e-5, **extra) -> dict:
+    return {**_side(scores), "config": {"run": {"seed": seed, "dir": f"/x/{seed}"}, "trainer": {"lr": lr}},
+            "minutes": 10.0, **extra}
+
+
+def _result(started: str, sides: dict, cpu: str = "cpu", held_out: str = "h") -> dict:
+    return {"benchmark": "multidomain", "started": started, "machine": {**_machine(), "cpu": cpu},
+            "settings": {"domains": ["a", "b"], "eval_size": 10, "eval_tokens": 64, "held_out": {"a": held_out},
+                         "minutes": 10.0},
+            "sides": sides}
+
+
+def _two_seeds() -> list[tuple[str, dict]]:
+    """Seed 0: mixed 8/10 on a and b, single:a 10/10, single:b 6/10 (gap -0.2, +0.2: 0.0).
+    Seed 1 in a second result that reused seed 0's base and mixed: mixed 6 and 8, the singles 8
+    and 8 (gap -0.2, 0.0: -0.1)."""
+    base = _side({"a": _k(0), "b": _k(0)})
+    mixed0 = _seeded(0, {"a": _k(8), "b": _k(8)})
+    first = _result("2026-12-06 10:00:00", {"base": base, "mixed": mixed0,
+                                            "single:a": _seeded(0, {"a": _k(10), "b": _k(0)}),
+                                            "single:b": _seeded(0, {"a": _k(0), "b": _k(6)})})
+    second = _result("2026-12-06 12:00:00", {
+        "base": {**base, "reused_from": "2026-12-06 10:00:00"},
+        "mixed": {**mixed0, "reused_from": "2026-12-06 10:00:00"},  # the same run, taken once
+        "single:a": _seeded(1, {"a": _k(8), "b": _k(0)}),
+        "single:b": _seeded(1, {"a": _k(0), "b": _k(8)})})
+    third = _result("2026-12-06 14:00:00", {"mixed": _seeded(1, {"a": _k(6), "b": _k(8)})})
+    return [("first.json", first), ("second.json", second), ("third.json", third)]
+
+
+def test_pool_judges_the_target_on_scores_averaged_over_seeds_by_hand():
+    pool = md.pool_seeds(_two_seeds(), ["a", "b"])
+    assert pool["seeds"] == [0, 1] and pool["incomplete_seeds"] == {}
+    assert pool["per_seed"][0]["target"]["met"] and not pool["per_seed"][1]["target"]["met"]
+    assert pool["per_seed"][0]["target"]["mixed_minus_singles"]["mean"] == pytest.approx(0.0)
+    assert pool["per_seed"][1]["target"]["mixed_minus_singles"]["mean"] == pytest.approx(-0.1)
+    # per task averaged over seeds: mixed a = (8 + 6 of 10) -> 0.7, b 0.8: 0.75; single:a (10 + 8) -> 0.9,
+    # single:b (6 + 8) -> 0.7: 0.8. The pooled gap is -0.05: not met, though seed 0 met it alone
+    t = pool["pooled"]["target"]
+    assert pool["pooled"]["table"]["mixed"]["a"]["score"]["mean"] == pytest.approx(0.7)
+    assert t["mixed_mean_over_domains"] == pytest.approx(0.75)
+    assert t["singles_mean_own_domain"] == pytest.approx(0.8)
+    assert t["mixed_minus_singles"]["mean"] == pytest.approx(-0.05)
+    assert t["gains_on_every_domain"] and not t["met"]
+    # over seeds: gaps 0.0 and -0.1, sd 0.0707, se 0.05, t_{0.975,1} 12.706: half-width 0.6353
+    gap = pool["across_seeds"]["mixed_minus_singles"]
+    assert (gap["n"], gap["mean"]) == (2, pytest.approx(-0.05))
+    assert gap["hi"] - gap["mean"] == pytest.approx(0.6353, abs=1e-4)
+    assert pool["across_seeds"]["met_in"] == [0]
+    text = md.pool_report(pool, ["a", "b"], "x")
+    assert "**target not met** over seeds 0, 1" in text and "seed 0: mixed 0.800" in text
+    assert "(t-interval over 2 seeds)" in text
+    # seed 1's single:a weaker (6 of 10): single:a averages 0.8, singles 0.75, and the pooled mix meets it
+    results = _two_seeds()
+    results[1][1]["sides"]["single:a"] = _seeded(1, {"a": _k(6), "b": _k(0)})
+    assert md.pool_seeds(results, ["a", "b"])["pooled"]["target"]["met"]
+
+
+def test_pool_leaves_out_an_incomplete_seed_and_a_gain_of_one_reply_in_any_seed_does_not_count():
+    results = _two_seeds()[:2] + [("fourth.json", _result("2026-12-06 15:00:00", {
+        "single:a": _seeded(2, {"a": _k(9), "b": _k(0)})}))]
+    pool = md.pool_seeds(results, ["a", "b"])
+    assert pool["seeds"] == [0] and pool["incomplete_seeds"] == {1: ["mixed"], 2: ["mixed", "single:b"]}
+    assert "Seed 2 left out: it lacks mixed, single:b." in md.pool_report(pool, ["a", "b"], "x")
+    alone = md.pool_seeds([("only.json", _result("2026-12-06 16:00:00", {
+        "base": _side({"a": _k(0), "b": _k(0)}), "mixed": _seeded(0, {"a": _k(8), "b": _k(8)})}))], ["a", "b"])
+    assert alone == {"seeds": [], "incomplete_seeds": {0: ["single:a", "single:b"]}, "per_seed": {}}
+    assert "nothing to judge" in md.pool_report(alone, ["a", "b"], "x")
+    results = _two_seeds()
+    results[2][1]["sides"]["mixed"]["final"]["b"]["same_reply"] = {"share": 0.9, "text": "<answer>1</answer>"}
+    pool = md.pool_seeds(results, ["a", "b"])
+    assert pool["per_seed"][1]["target"]["collapsed_gains"]
+    assert pool["pooled"]["target"]["collapsed_gains"] == {1: pool["per_seed"][1]["target"]["collapsed_gains"]}
+    assert not pool["pooled"]["target"]["gains_on_every_domain"] and not pool["pooled"]["target"]["met"]
+
+
+def test_pool_refuses_what_would_not_compare():
+    def bad(change) -> list[tuple[str, dict]]:
+        results = _two_seeds()
+        change(results)
+        return results
+
+    cases = {
+        "another recipe than with seed 0": lambda r: r[1][1]["sides"].__setitem__(
+            "single:a", _seeded(1, {"a": _k(8), "b": _k(0)}, lr=4e-5)),
+        "two runs of single:a with seed 1": lambda r: r[2][1]["sides"].__setitem__(
+            "single:a", _seeded(1, {"a": _k(8), "b": _k(0)})),
+        "a wall-clock budget buys other steps": lambda r: r[2][1].__setitem__("machine", {**_machine(), "cpu": "other"}),
+        "would not pair task by task": lambda r: r[2][1]["settings"]["held_out"].__setitem__("a", "other"),
+        "different budgets": lambda r: r[2][1]["sides"]["mixed"].__setitem__("minutes", 5.0),
+        "not a multidomain result": lambda r: r[2][1]["settings"].__setitem__("domains", ["a", "c"]),
+    }
+    for message, change in cases.items():
+        with pytest.raises(SystemExit, match=message):
+            md.pool_seeds(bad(change), ["a", "b"])
+    with pytest.raises(SystemExit, match="no result holds the base side"):
+        md.pool_seeds(_two_seeds()[2:], ["a", "b"])
+
+
+def test_pool_from_the_command_line_writes_its_result(tmp_path, capsys):
+    import json
+
+    paths = []
+    for name, res in _two_seeds():
+        (tmp_path / name).write_text(json.dumps(res))
+        paths.append(str(tmp_path / name))
+    out = tmp_path / "seeds.json"
+    args = md.parse_args(["--pool", *paths, "--out", str(out)])
+    md.pool_main(args)
+    got = json.loads(out.read_text())
+    assert got["benchmark"] == "multidomain_seeds" and got["seeds"] == [0, 1] and got["from"] == paths
+    assert got["pooled"]["target"]["mixed_minus_singles"]["mean"] == pytest.approx(-0.05)
+    assert "**target not met**" in capsys.readouterr().out
+    assert md.parse_args([]).out == "benchmarks/out/multidomain.json"
+    assert md.parse_args(["--pool", "x.json"]).out == "benchmarks/out/multidomain_seeds.json"
