@@ -91,6 +91,12 @@ def test_config_targets_per_domain(tmp_path):
         _config(tmp_path, {"entropy_target": -1}, [{}])
     with pytest.raises(ConfigError, match="entropy_coef_step"):
         _config(tmp_path, {"entropy_target": 0.2, "entropy_coef_step": 0}, [{}])
+    # the controller's step and ceiling without a target anywhere would do nothing: said, not ignored
+    with pytest.raises(ConfigError, match="entropy_coef_step tune the adaptive entropy bonus, and no domain"):
+        _config(tmp_path, {"entropy_coef": 0.01, "entropy_coef_step": 0.002}, [{}])
+    with pytest.raises(ConfigError, match="entropy_coef_max tune"):
+        _config(tmp_path, {"entropy_target": 0.2, "entropy_coef_max": 0.1}, [{"entropy_target": 0}])
+    assert _config(tmp_path, {"entropy_coef_max": 0.1}, [{"entropy_target": 0.3}]).algorithm.entropy_coef_max == 0.1
 
 
 def test_the_loop_gives_each_controlled_domain_its_weight_and_keeps_it_on_resume(

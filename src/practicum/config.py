@@ -241,6 +241,11 @@ class RunConfig(_Strict):
         self.curriculum.check_domains(names)
         if self.curriculum.replay.enabled:
             check_correction(self.algorithm.off_policy)
+        tuned = sorted({"entropy_coef_step", "entropy_coef_max"} & self.algorithm.model_fields_set)
+        if tuned and not any(d.entropy_target if d.entropy_target is not None else self.algorithm.entropy_target
+                             for d in self.domains):
+            raise ValueError(f"algorithm.{' and '.join(tuned)} tune the adaptive entropy bonus, and no domain has an "
+                             "entropy target (algorithm.entropy_target, or a domain's own above 0): set one, or drop them")
         if self.curriculum.drift.enabled and not self.run.eval_every:
             raise ValueError("curriculum.drift needs run.eval_every: the guard checks each periodic held-out evaluation")
         return self
