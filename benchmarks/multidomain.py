@@ -755,7 +755,9 @@ def pool_report(pool: dict[str, Any], domains: list[str], command: str) -> str:
         lines.append(f"- seed {seed}: mixed {fmt(t['mixed_mean_over_domains'])} ({ps['steps']['mixed']} steps), "
                      f"single runs on their own domain {fmt(t['singles_mean_own_domain'])} "
                      f"({', '.join(str(ps['steps'][f'single:{d}']) for d in domains)} steps); mixed - single "
-                     f"{diff_text(t['mixed_minus_singles'])}; target {'met' if t['met'] else 'not met'}.")
+                     f"{diff_text(t['mixed_minus_singles'])}; gains on every domain "
+                     f"{'yes' if t['gains_on_every_domain'] else 'no'}, loses on none {'yes' if t['loses_on_none'] else 'no'}; "
+                     f"target {'met' if t['met'] else 'not met'}.")
     gap = pool["across_seeds"]["mixed_minus_singles"]
     t = pool["pooled"]["target"]
     lines += [
@@ -763,7 +765,8 @@ def pool_report(pool: dict[str, Any], domains: list[str], command: str) -> str:
         + (f"(t-interval over {gap['n']} seeds)." if gap["n"] > 1 else "(one seed: no interval over seeds)."),
         f"- seed-averaged: mixed vs base {', '.join(f'{d} {v}' for d, v in t['mixed_vs_base'].items())}; "
         f"mixed {fmt(t['mixed_mean_over_domains'])} against single runs on their own domain "
-        f"{fmt(t['singles_mean_own_domain'])}, mixed - single {diff_text(t['mixed_minus_singles'])}"
+        f"{fmt(t['singles_mean_own_domain'])} (each single run's mean over every domain, averaged: "
+        f"{fmt(t['singles_mean_over_domains'])}), mixed - single {diff_text(t['mixed_minus_singles'])}"
         + "".join(f"; seed {seed}'s gain on {', '.join(c)} was one reply to most tasks: not counted"
                   for seed, c in (t.get("collapsed_gains") or {}).items()) + ".",
         "- mixed vs single on its own domain, seed-averaged: " + ", ".join(

@@ -483,7 +483,7 @@ def test_pool_judges_the_target_on_scores_averaged_over_seeds_by_hand():
     assert pool["across_seeds"]["met_in"] == [0]
     text = md.pool_report(pool, ["a", "b"], "x")
     assert "**target not met** over seeds 0, 1" in text and "seed 0: mixed 0.800" in text
-    assert "(t-interval over 2 seeds)" in text
+    assert "(t-interval over 2 seeds)" in text and "gains on every domain yes, loses on none yes; target met." in text
     # seed 1's single:a weaker (6 of 10): single:a averages 0.8, singles 0.75, and the pooled mix meets it
     results = _two_seeds()
     results[1][1]["sides"]["single:a"] = _seeded(1, {"a": _k(6), "b": _k(0)})
