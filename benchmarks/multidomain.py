@@ -636,7 +636,7 @@ def sides_by_seed(results: list[tuple[str, dict[str, Any]]], domains: list[str])
     seed: ``(base, {seed: {side: record}})``. A side reused from one result into another is one
     run (told apart by when it ran), taken once. Refuses results of other domains, held-out tasks,
     evaluation length or machine than the first's (their scores would not pair or compare), a
-    side trained for another budget, two different runs of one side with one seed (which to
+    base side of another model, a side trained for another budget, two different runs of one side with one seed (which to
     keep is the caller's choice), and a side whose recipe differs between seeds beyond ``run``
     (its seed and where it ran): only the seed may differ."""
     if not results:
@@ -661,6 +661,13 @@ def sides_by_seed(results: list[tuple[str, dict[str, Any]]], domains: list[str])
             if "final" not in r:
                 continue
             if side == "base":
+                # untrained and greedy, so any base of the same model and domains is the base
+                theirs_cfg, mine_cfg = (base or {}).get("config"), r.get("config")
+                if isinstance(theirs_cfg, dict) and isinstance(mine_cfg, dict):
+                    diffs = recipe_differences(theirs_cfg, mine_cfg, ("model", "domains"))
+                    if diffs:
+                        raise SystemExit(f"--pool {path}: its base side is another model or other domains: "
+                                         + "; ".join(diffs[:6]))
                 base = base or r
                 continue
             seed = side_seed(r)

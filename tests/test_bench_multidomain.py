@@ -523,6 +523,9 @@ def test_pool_refuses_what_would_not_compare():
         "would not pair task by task": lambda r: r[2][1]["settings"]["held_out"].__setitem__("a", "other"),
         "different budgets": lambda r: r[2][1]["sides"]["mixed"].__setitem__("minutes", 5.0),
         "not a multidomain result": lambda r: r[2][1]["settings"].__setitem__("domains", ["a", "c"]),
+        "its base side is another model": lambda r: (
+            r[0][1]["sides"]["base"].__setitem__("config", {"model": {"name": "m"}}),
+            r[2][1]["sides"].__setitem__("base", {**_side({"a": _k(0), "b": _k(0)}), "config": {"model": {"name": "n"}}})),
     }
     for message, change in cases.items():
         with pytest.raises(SystemExit, match=message):
