@@ -520,6 +520,11 @@ def diff_text(c: dict[str, Any]) -> str:
     return ci_text(c, signed=True) + mark
 
 
+def cell_text(cell: dict[str, Any]) -> str:
+    """A (side, domain) cell of the tables: the score with its interval, and its difference from base."""
+    return ci_text(cell["score"]) + ("" if "vs_base" not in cell else "<br>Δ " + diff_text(cell["vs_base"]))
+
+
 def report(result: dict[str, Any], domains: list[str]) -> str:
     a = result.get("analysis", {})
     table = a.get("table", {})
@@ -531,7 +536,7 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
         row: list[Any] = [s, "–" if s == "base" else str(steps)]
         for d in domains:
             cell = table[s][d]
-            row.append(ci_text(cell["score"]) + ("" if "vs_base" not in cell else "<br>Δ " + diff_text(cell["vs_base"])))
+            row.append(cell_text(cell))
         row.append(fmt(mean_over(table[s], domains)))
         rows.append(row)
     n = {d: next((table[s][d]["score"]["n"] for s in order), 0) for d in domains}
@@ -753,9 +758,7 @@ def pool_report(pool: dict[str, Any], domains: list[str], command: str) -> str:
         return "\n".join([*lines, "", "No seed holds the mixed side and every single side: nothing to judge.",
                            "", f"Command: `{command}`"])
     table = pool["pooled"]["table"]
-    rows = [[s, *(ci_text(table[s][d]["score"]) + ("" if "vs_base" not in table[s][d]
-                                                    else "<br>Δ " + diff_text(table[s][d]["vs_base"])) for d in domains),
-             fmt(mean_over(table[s], domains))] for s in table]
+    rows = [[s, *(cell_text(table[s][d]) for d in domains), fmt(mean_over(table[s], domains))] for s in table]
     lines += ["", md_table(["side (per-task score averaged over seeds)", *domains, "mean over domains"], rows), ""]
     for seed, ps in pool["per_seed"].items():
         t = ps["target"]
@@ -791,8 +794,15 @@ def pool_main(args: argparse.Namespace) -> None:
             results.append((path, json.loads(Path(path).read_text())))
         except (OSError, ValueError) as e:
             raise SystemExit(f"--pool {path}: cannot read it as a result: {e}") from e
+    for path, res in results:
+        if not isinstance(res, dict) or not all(isinstance(r, dict) for r in (res.get("sides") or {}).values()):
+            raise SystemExit(f"--pool {path}: not a multidomain result (a JSON object whose sides are objects)")
     domains = (results[0][1].get("settings") or {}).get("domains") or []
-    pool = pool_seeds(results, domains)
+    try:
+        pool = pool_seeds(results, domains)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise SystemExit(f"--pool: a result lacks what a finished side records ({type(e).__name__}: {e}); "
+                         "pass results this benchmark wrote") from e
     result = {"benchmark": "multidomain_seeds", "command": command_line(), "from": list(args.pool),
               "domains": domains, "started": time.strftime("%Y-%m-%d %H:%M:%S"), **pool}
     text = pool_report(pool, domains, result["command"])

@@ -549,4 +549,13 @@ def test_pool_from_the_command_line_writes_its_result(tmp_path, capsys):
     assert got["pooled"]["target"]["mixed_minus_singles"]["mean"] == pytest.approx(-0.05)
     assert "**target not met**" in capsys.readouterr().out
     assert md.parse_args([]).out == "benchmarks/out/multidomain.json"
+    # a file that is not a result, or a side without its scores: a clear error, not a traceback
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match="not a multidomain result"):
+        md.pool_main(md.parse_args(["--pool", str(tmp_path / "list.json")]))
+    broken = _two_seeds()[0][1]
+    del broken["sides"]["mixed"]["final"]["b"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(SystemExit, match="lacks what a finished side records"):
+        md.pool_main(md.parse_args(["--pool", str(tmp_path / "broken.json")]))
     assert md.parse_args(["--pool", "x.json"]).out == "benchmarks/out/multidomain_seeds.json"
