@@ -108,6 +108,28 @@ def test_trained_mix_under_unequal_domain_speeds(tiny_run_config, tiny_model_pat
         assert share < 0.4, counts
 
 
+def test_per_domain_updates_step_once_per_domain_in_the_loop(tiny_run_config, tiny_model_path):
+    """`mixing.updates: per_domain` reaches the trainer from the loop: a step whose groups hold
+    both domains records each domain's gradient norm, and the policy's version still moves by one
+    a step (the engine's weights are published once)."""
+    cfg = two_domains(tiny_run_config, "per_domain", {"mixing": {"updates": "per_domain"}},
+                      "run.steps=3", "rollout.prompts_per_step=4", "rollout.group_size=3")
+    run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
+    asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
+    with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
+        train = [(s, m) for s, _k, m in store.metrics("train")]
+        assert audit(store).ok
+    assert [m["policy_version"] for _s, m in train] == [1, 2, 3]
+    both = [m for _s, m in train if "alpha/grad_norm" in m and "beta/grad_norm" in m]
+    assert both, train
+    assert all(m["grad_norm"] == pytest.approx((m["alpha/grad_norm"] + m["beta/grad_norm"]) / 2) for m in both)
+
+
+def test_per_domain_updates_with_gradient_surgery_is_a_config_error(tiny_run_config):
+    with pytest.raises(ConfigError, match="gradient_surgery"):
+        two_domains(tiny_run_config, "both", {"mixing": {"updates": "per_domain"}}, "trainer.gradient_surgery=pcgrad")
+
+
 # --- the forced prefix ----------------------------------------------------------------------------
 class Recorder(ToyEnv):
     def __init__(self) -> None:

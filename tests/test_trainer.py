@@ -360,3 +360,54 @@ def test_pcgrad_cancels_two_domains_that_pull_exactly_apart(tiny_model_path):
     assert surg["grad_conflicts"] == 1.0 and surg["grad_cosine_min"] == pytest.approx(-1.0, abs=1e-4)
     assert plain["grad_norm"] > 0.01 and surg["grad_norm"] < 1e-4 * plain["grad_norm"]
     assert surg["loss"] == pytest.approx(plain["loss"]) and surg["tokens_trained"] == plain["tokens_trained"]
+
+
+def _two_domains() -> tuple[list[Sample], list[Sample]]:
+    """Domain a: the module's two samples; domain b: the same two sequences at other advantages."""
+    a = [Sample(s.ids, s.mask, s.behaviour_logprobs, s.advantage, domain="a") for s in SAMPLES]
+    b = [Sample(s.ids, s.mask, s.behaviour_logprobs, adv, domain="b") for s, adv in zip(SAMPLES, (-0.5, 2.0))]
+    return a, b
+
+
+def test_per_domain_updates_with_one_domain_are_the_joint_update(tiny_model_path):
+    one, _ = _two_domains()
+    joint, split = _trainer(tiny_model_path), _trainer(tiny_model_path)
+    a, b = joint.update(one), split.update(one, per_domain=True)
+    assert a["grad_norm"] == pytest.approx(b["grad_norm"]) and "a/grad_norm" not in b
+    wa, wb = _weights(joint), _weights(split)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_per_domain_updates_are_each_domains_own_step_in_rotating_order(tiny_model_path):
+    """A per-domain update of a batch of domains a and b is the same as a trainer making b's update
+    and then a's (step 1 starts at the second name: the order rotates by step): the same weights,
+    the same two gradient norms, one version. The joint update of the same batch clips the summed
+    gradient once and ends elsewhere."""
+    a, b = _two_domains()
+    split = _trainer(tiny_model_path)
+    stats = split.update(a + b, per_domain=True)
+    seq = _trainer(tiny_model_path)
+    sb, sa = seq.update(b), seq.update(a)
+    assert split.version == 1 and seq.version == 2
+    assert stats["b/grad_norm"] == pytest.approx(sb["grad_norm"]) and stats["a/grad_norm"] == pytest.approx(sa["grad_norm"])
+    assert stats["grad_norm"] == pytest.approx((sa["grad_norm"] + sb["grad_norm"]) / 2)
+    assert stats["loss"] == pytest.approx((sa["loss"] + sb["loss"]) / 2)
+    assert stats["tokens_trained"] == sa["tokens_trained"] + sb["tokens_trained"] == 8
+    ws, wq = _weights(split), _weights(seq)
+    assert all(torch.equal(ws[k], wq[k]) for k in ws)
+    joint = _trainer(tiny_model_path)
+    joint.update(a + b)
+    wj = _weights(joint)
+    assert any(not torch.allclose(wj[k], ws[k]) for k in wj)
+    # the next step begins with a: a trainer doing a then b lands where step 2 does
+    split.update(a + b, per_domain=True)
+    seq.update(a), seq.update(b)
+    ws, wq = _weights(split), _weights(seq)
+    assert all(torch.equal(ws[k], wq[k]) for k in ws)
+
+
+def test_per_domain_updates_refuse_gradient_surgery(tiny_model_path):
+    a, b = _two_domains()
+    cfg = TrainerConfig(autocast_dtype="none", lr=1e-2, gradient_surgery="pcgrad")
+    with pytest.raises(ValueError, match="gradient surgery"):
+        Trainer(tiny_model_path, cfg, AlgorithmConfig()).update(a + b, per_domain=True)

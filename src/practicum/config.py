@@ -246,6 +246,10 @@ class RunConfig(_Strict):
                              for d in self.domains):
             raise ValueError(f"algorithm.{' and '.join(tuned)} tune the adaptive entropy bonus, and no domain has an "
                              "entropy target (algorithm.entropy_target, or a domain's own above 0): set one, or drop them")
+        if self.curriculum.mixing.updates == "per_domain" and self.trainer.gradient_surgery != "none":
+            raise ValueError("curriculum.mixing.updates: per_domain gives each domain its own optimizer step, so "
+                             f"trainer.gradient_surgery ({self.trainer.gradient_surgery}) has no domains in one update to "
+                             "meet: drop one of them")
         if self.curriculum.drift.enabled and not self.run.eval_every:
             raise ValueError("curriculum.drift needs run.eval_every: the guard checks each periodic held-out evaluation")
         return self

@@ -353,7 +353,7 @@ class Run:
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
         stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0,
-                                        self.progress(step))
+                                        self.progress(step), cfg.curriculum.mixing.updates == "per_domain")
         if not stats["skipped"]:
             await self.engine.publish(self.trainer.export_weights(), self.trainer.version)
         lags = [version_before - t.policy_version for g in groups for e in g.episodes if e.trainable for t in e.turns]

@@ -183,8 +183,9 @@ class Trainer:
             group["lr"] = self.lr
 
     # --- the update ------------------------------------------------------------------------
-    def update(self, samples: list[Sample], temperature: float = 1.0, progress: float | None = None) -> dict[str, float]:
-        """One GRPO update. ``temperature`` is the rollouts' sampling temperature: the policy
+    def update(self, samples: list[Sample], temperature: float = 1.0, progress: float | None = None,
+               per_domain: bool = False) -> dict[str, float]:
+        """One GRPO update (``per_domain``: one optimizer step per domain of the batch, see below). ``temperature`` is the rollouts' sampling temperature: the policy
         being optimised is the tempered one, so its log-probs are computed at that temperature,
         as the engine's behaviour log-probs are (with top_p < 1 the engine's are of the nucleus,
         renormalised, which the trainer does not model: the mismatch metrics then include it).
@@ -195,7 +196,18 @@ class Trainer:
         |log pi_train - log pi_behaviour|), ``mismatch_kl`` (k3 estimate of
         KL(pi_behaviour || pi_train)), ``is_truncated_frac`` (share of tokens whose weight
         pi_train / pi_behaviour exceeds ``algorithm.weight_cap``). A ``guided`` sample is trained as
-        the policy's own under every correction (weight 1) and its tokens count with no gap."""
+        the policy's own under every correction (weight 1) and its tokens count with no gap.
+
+        ``per_domain`` (``curriculum.mixing.updates: per_domain``): each domain's samples make an
+        optimizer step of their own - their loss normalised over their own tokens, their gradient
+        clipped on its own - one domain after another, in an order that rotates by step. A joint
+        update clips the sum: when every update is clipped, the domains of a mixed batch share one
+        step's length, so each moves a fraction of what a run of that domain alone moves per step.
+        The later domains' samples were drawn by the weights before the earlier domains' steps:
+        under ``off_policy: none`` they are taken as the current policy's, as a joint update takes
+        all of them; ``tis`` and ``decoupled`` weigh that gap as any other. With one domain it is
+        the joint update. Stats: ``grad_norm`` the mean of the
+        domains', ``{domain}/grad_norm`` each; ``loss`` the mean of their losses."""
         t0 = time.perf_counter()
         algo = self.algo
         # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
@@ -223,6 +235,9 @@ class Trainer:
         by_domain: dict[str, list[Sample]] = {}
         for s in keep:
             by_domain.setdefault(s.domain, []).append(s)
+        if per_domain and self.cfg.gradient_surgery != "none":
+            raise ValueError("per-domain updates leave no domains in one update for gradient surgery to meet")
+        split = per_domain and len(by_domain) > 1
         if self.cfg.gradient_surgery == "pcgrad" and len(by_domain) > 1:
             # one gradient per domain (the batch's normaliser, so they sum to the plain gradient), then PCGrad
             flats = []
@@ -238,11 +253,26 @@ class Trainer:
                 p.grad = surgery.grad[offset:offset + n].view_as(p)
                 offset += n
             stats.update(grad_conflicts=surgery.conflicts / surgery.pairs, grad_cosine_min=surgery.min_cosine)
+        elif split:  # one optimizer step per domain
+            names = sorted(by_domain)
+            turn = self.step % len(names)
+            norms = []
+            for d in names[turn:] + names[:turn]:
+                members = by_domain[d]
+                own = A.loss_normaliser([sum(s.mask) for s in members], algo.aggregation, algo.max_tokens_norm)
+                self._accumulate(members, own, surrogate, temperature, totals)
+                norms.append(float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)))
+                stats[f"{d}/grad_norm"] = norms[-1]
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+            totals["loss"] /= len(names)
+            grad_norm = sum(norms) / len(norms)
         else:
             self._accumulate(keep, norm, surrogate, temperature, totals)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        if not split:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
         tokens = max(totals["tokens"], 1.0)
         stats.update(

@@ -64,6 +64,11 @@ class MixingConfig(Strict):
         default="drawn", description="drawn: a weighted coin per draw (the orchestrator's draw, reproducible from (seed, k)); "
         "trained: draw the domain whose trained-plus-in-flight groups lag its share most (holds the trained ratio "
         "when domains differ in speed; the sampler's state goes into the checkpoint).")
+    updates: Literal["joint", "per_domain"] = Field(
+        default="joint", description="joint: a step's groups of every domain make one optimizer step; per_domain: each "
+        "domain's groups make their own (loss over its own tokens, its gradient clipped on its own), one domain after "
+        "another in an order rotating by step, so that clipping does not split one step's length among the domains. "
+        "Not with trainer.gradient_surgery.")
     horizon: int | None = Field(default=None, ge=1, description="trained balance: forget trained counts (and lags) with "
                                 "this half-life in groups (None: the whole run counts); a changed target holds "
                                 "from the change on either way.")

@@ -30,8 +30,9 @@ class TrainerWorker:
 
         self.trainer = Trainer(model_path, cfg, algo, device=device)
 
-    def update(self, samples: list[Any], temperature: float, progress: float | None = None) -> tuple[dict[str, float], int]:
-        stats = self.trainer.update(samples, temperature, progress)
+    def update(self, samples: list[Any], temperature: float, progress: float | None = None,
+               per_domain: bool = False) -> tuple[dict[str, float], int]:
+        stats = self.trainer.update(samples, temperature, progress, per_domain)
         return stats, self.trainer.version
 
     def export_weights(self) -> dict[str, torch.Tensor]:
@@ -70,8 +71,9 @@ class RemoteTrainer:
         self.ray.get(self.actor.set_version.remote(v))
         self._version = v
 
-    def update(self, samples: list[Any], temperature: float = 1.0, progress: float | None = None) -> dict[str, float]:
-        stats, self._version = self.ray.get(self.actor.update.remote(samples, temperature, progress))
+    def update(self, samples: list[Any], temperature: float = 1.0, progress: float | None = None,
+               per_domain: bool = False) -> dict[str, float]:
+        stats, self._version = self.ray.get(self.actor.update.remote(samples, temperature, progress, per_domain))
         return stats
 
     def export_weights(self) -> Any:
