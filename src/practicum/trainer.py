@@ -185,10 +185,11 @@ class Trainer:
     # --- the update ------------------------------------------------------------------------
     def update(self, samples: list[Sample], temperature: float = 1.0, progress: float | None = None,
                per_domain: bool = False) -> dict[str, float]:
-        """One GRPO update (``per_domain``: one optimizer step per domain of the batch, see below). ``temperature`` is the rollouts' sampling temperature: the policy
-        being optimised is the tempered one, so its log-probs are computed at that temperature,
-        as the engine's behaviour log-probs are (with top_p < 1 the engine's are of the nucleus,
-        renormalised, which the trainer does not model: the mismatch metrics then include it).
+        """One GRPO update (``per_domain``: one optimizer step per domain of the batch, see below).
+        ``temperature`` is the rollouts' sampling temperature: the policy being optimised is the
+        tempered one, so its log-probs are computed at that temperature, as the engine's behaviour
+        log-probs are (with top_p < 1 the engine's are of the nucleus, renormalised, which the
+        trainer does not model: the mismatch metrics then include it).
         ``progress``: how far the run is when the step begins (0 to 1), which sets the learning
         rate under ``trainer.lr_schedule``; None keeps the last one set (the schedule's start at first).
 
@@ -206,8 +207,8 @@ class Trainer:
         The later domains' samples were drawn by the weights before the earlier domains' steps:
         under ``off_policy: none`` they are taken as the current policy's, as a joint update takes
         all of them; ``tis`` and ``decoupled`` weigh that gap as any other. With one domain it is
-        the joint update. Stats: ``grad_norm`` the mean of the
-        domains', ``{domain}/grad_norm`` each; ``loss`` the mean of their losses."""
+        the joint update. Stats: ``{domain}/grad_norm`` each domain's norm before clipping,
+        ``grad_norm`` their mean, ``loss`` the mean of the domains' losses."""
         t0 = time.perf_counter()
         algo = self.algo
         # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
