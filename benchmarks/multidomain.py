@@ -641,9 +641,9 @@ def sides_by_seed(results: list[tuple[str, dict[str, Any]]], domains: list[str])
     seed: ``(base, {seed: {side: record}})``. A side reused from one result into another is one
     run (told apart by when it ran), taken once. Refuses results of other domains, held-out tasks,
     evaluation length or machine than the first's (their scores would not pair or compare), a
-    base side of another model, a side trained for another budget, two different runs of one side with one seed (which to
-    keep is the caller's choice), and a side whose recipe differs between seeds beyond ``run``
-    (its seed and where it ran): only the seed may differ."""
+    base side of another model, a side trained for another budget, two different runs of one side
+    with one seed (which to keep is the caller's choice), and a side whose recipe differs between
+    seeds beyond ``run`` (its seed and where it ran): only the seed may differ."""
     if not results:
         raise SystemExit("--pool: no results given")
     first_path, first = results[0]
@@ -787,6 +787,28 @@ def pool_report(pool: dict[str, Any], domains: list[str], command: str) -> str:
     return "\n".join(lines)
 
 
+def result_shape_problem(res: Any) -> str | None:
+    """What a result read for ``--pool`` lacks of what the pooling reads (None: nothing): an
+    object with ``settings.domains`` and ``sides``, each finished side (one with ``final``) with
+    per-task ``scores`` for every domain. A side without ``final`` did not finish and is left out."""
+    if not isinstance(res, dict) or not isinstance(res.get("settings"), dict) or not isinstance(res.get("sides"), dict):
+        return "a JSON object with settings and sides"
+    domains = res["settings"].get("domains")
+    if not isinstance(domains, list) or not domains:
+        return "settings.domains, a list of domain names"
+    for side, r in res["sides"].items():
+        if not isinstance(r, dict):
+            return f"side {side} is not an object"
+        if "final" not in r:
+            continue
+        final = r["final"]
+        missing = [d for d in domains if not (isinstance(final, dict) and isinstance(final.get(d), dict)
+                                              and isinstance(final[d].get("scores"), dict))]
+        if missing:
+            return f"side {side} has no per-task scores of {', '.join(map(str, missing))}"
+    return None
+
+
 def pool_main(args: argparse.Namespace) -> None:
     results = []
     for path in args.pool:
@@ -795,14 +817,11 @@ def pool_main(args: argparse.Namespace) -> None:
         except (OSError, ValueError) as e:
             raise SystemExit(f"--pool {path}: cannot read it as a result: {e}") from e
     for path, res in results:
-        if not isinstance(res, dict) or not all(isinstance(r, dict) for r in (res.get("sides") or {}).values()):
-            raise SystemExit(f"--pool {path}: not a multidomain result (a JSON object whose sides are objects)")
-    domains = (results[0][1].get("settings") or {}).get("domains") or []
-    try:
-        pool = pool_seeds(results, domains)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise SystemExit(f"--pool: a result lacks what a finished side records ({type(e).__name__}: {e}); "
-                         "pass results this benchmark wrote") from e
+        problem = result_shape_problem(res)
+        if problem:
+            raise SystemExit(f"--pool {path}: not a multidomain result this benchmark wrote: {problem}")
+    domains = results[0][1]["settings"]["domains"]
+    pool = pool_seeds(results, domains)
     result = {"benchmark": "multidomain_seeds", "command": command_line(), "from": list(args.pool),
               "domains": domains, "started": time.strftime("%Y-%m-%d %H:%M:%S"), **pool}
     text = pool_report(pool, domains, result["command"])

@@ -556,6 +556,9 @@ def test_pool_from_the_command_line_writes_its_result(tmp_path, capsys):
     broken = _two_seeds()[0][1]
     del broken["sides"]["mixed"]["final"]["b"]
     (tmp_path / "broken.json").write_text(json.dumps(broken))
-    with pytest.raises(SystemExit, match="lacks what a finished side records"):
+    with pytest.raises(SystemExit, match="side mixed has no per-task scores of b"):
         md.pool_main(md.parse_args(["--pool", str(tmp_path / "broken.json")]))
+    assert md.result_shape_problem({"settings": {}, "sides": {}}) == "settings.domains, a list of domain names"
+    assert md.result_shape_problem({"settings": {"domains": ["a"]}, "sides": {"mixed": 3}}) == "side mixed is not an object"
+    assert md.result_shape_problem({"settings": {"domains": ["a"]}, "sides": {"mixed": {"steps": []}}}) is None  # unfinished
     assert md.parse_args(["--pool", "x.json"]).out == "benchmarks/out/multidomain_seeds.json"
