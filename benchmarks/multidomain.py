@@ -352,7 +352,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
                    "skipped": bool(m.get("skipped")), "uniform_groups": m.get("uniform_groups"),
                    "completion_len": m.get("completion_len")}
             for k, v in m.items():
-                if isinstance(v, (int, float)) and ("/" in k or k in ("filtered_groups", "replayed_groups", "loss", "lr",
+                if isinstance(v, (int, float)) and ("/" in k or k in ("filtered_groups", "replayed_groups", "retained_groups", "loss", "lr",
                                                                            "grad_conflicts", "grad_cosine_min")):
                     rec[k] = v
             steps.append(rec)

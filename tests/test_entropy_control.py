@@ -115,8 +115,8 @@ def test_the_loop_gives_each_controlled_domain_its_weight_and_keeps_it_on_resume
     seen: list[tuple[dict, dict]] = []
     real_build = loop_mod.build_samples
 
-    def spy(groups, kind, rewards=None, entropy_coefs=None):
-        samples, uniform = real_build(groups, kind, rewards, entropy_coefs)
+    def spy(groups, kind, rewards=None, entropy_coefs=None, overrides=None):
+        samples, uniform = real_build(groups, kind, rewards, entropy_coefs, overrides)
         seen.append((sampled_entropy(groups), {s.domain: s.entropy_coef for s in samples}))
         return samples, uniform
 

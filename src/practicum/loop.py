@@ -72,7 +72,8 @@ def group_advantages(groups: list[Group], kind: A.AdvantageKind,
 
 
 def build_samples(groups: list[Group], kind: A.AdvantageKind, rewards: dict[str, float] | None = None,
-                  entropy_coefs: dict[str, float] | None = None) -> tuple[list[Sample], float]:
+                  entropy_coefs: dict[str, float] | None = None,
+                  overrides: dict[str, list[float]] | None = None) -> tuple[list[Sample], float]:
     """Group-normalised advantages -> training samples. Returns also the fraction of groups
     whose rewards were all equal (no learning signal).
 
@@ -81,6 +82,8 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind, rewards: dict[str,
     failure ended (its retries spent) is kept out of the loss and out of its group's baseline.
     ``rewards`` (episode id -> reward) replaces the episodes' own rewards: shaped ones.
     ``entropy_coefs`` (domain -> weight): the domains whose entropy bonus is their own.
+    ``overrides`` (group id -> advantages of its trainable episodes): what those groups train with
+    instead (``curriculum.retain``'s mastered groups); the uniform share reads their own.
     """
     samples: list[Sample] = []
     uniform = 0
@@ -90,6 +93,7 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind, rewards: dict[str,
         adv = advantages[g.id]
         if all(abs(a) < 1e-9 for a in adv):  # nothing to train on, or all rewards equal (centred to 0): no signal
             uniform += 1
+        adv = (overrides or {}).get(g.id, adv)
         for ep, a in zip(eps, adv):
             ids, mask, logps = ep.training_sequence()
             samples.append(Sample(ids, mask, logps, a, guided=was_guided(ep), domain=g.task.domain,
@@ -349,7 +353,8 @@ class Run:
         if self.entropy is not None:  # the adaptive bonus: each controlled domain's weight from its entropy now
             self.entropy.observe(sampled)
             own.update(self.entropy.weights())
-        samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards, own)
+        samples, uniform = build_samples(trained, cfg.algorithm.advantage, rewards, own,
+                                         driver.retained(trained, advantages))
         version_before = self.trainer.version
         # the update runs off the event loop: episodes of later groups keep going meanwhile
         stats = await asyncio.to_thread(self._on_torch_thread, self.trainer.update, samples, cfg.rollout.temperature or 1.0,

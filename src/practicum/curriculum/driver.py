@@ -37,6 +37,7 @@ from typing import Any
 from practicum.curriculum.difficulty import REVISIT, band_pass, refill
 from practicum.curriculum.drift import DriftDecision
 from practicum.curriculum.parts import Curriculum, CurriculumConfig
+from practicum.curriculum.retain import retained_advantages
 from practicum.curriculum.scaffold import is_scaffolded
 from practicum.curriculum.shaping import attempt_of, shape_group
 from practicum.envs.base import Domain
@@ -247,6 +248,20 @@ class Driver:
                     acc[1] += 1
         return out, {k: s / n for k, (s, n) in sums.items()}
 
+    def retained(self, groups: list[Group], advantages: dict[str, list[float]]) -> dict[str, list[float]]:
+        """The advantages each mastered group trains with (``curriculum.retain``), by group id, from
+        their GRPO ``advantages``; counted for the step's metrics."""
+        out: dict[str, list[float]] = {}
+        if not self.cfg.retain.enabled:
+            return out
+        for g in groups:
+            kept = retained_advantages(g, advantages.get(g.id, []), self.cfg.retain)
+            if kept is not None:
+                out[g.id] = kept
+                self.step_counts["retained"] += 1
+                self.step_counts[f"retained:{g.task.domain}"] += 1
+        return out
+
     # --- after the update ---------------------------------------------------------------------------
     def after_update(self, fresh: list[Group], replayed: list[Group], advantages: dict[str, list[float]]) -> None:
         """``advantages``: group id -> advantages of its trainable episodes, as trained."""
@@ -295,7 +310,7 @@ class Driver:
     def metrics(self, groups: list[Group], step: int) -> dict[str, float]:
         """Step ``step``'s curriculum figures: mix target and trained share, scaffold level and the
         share of groups scaffolded, level, groups revisited and failed tasks waiting, per domain;
-        filtered and replayed groups."""
+        filtered, replayed and retained groups."""
         m: dict[str, float] = dict(self.cur.sampler.metrics())
         for name, s in self.cur.scaffolds.items():
             m[f"{name}/scaffold_level"] = s.level(step)
@@ -308,6 +323,10 @@ class Driver:
         m["replayed_groups"] = float(self.step_counts["replayed"])
         if self.cfg.replay.enabled:
             m["replay_buffer"] = float(len(self.cur.replay.entries))
+        if self.cfg.retain.enabled:
+            m["retained_groups"] = float(self.step_counts["retained"])
+            for name in self.by_name:
+                m[f"{name}/retained"] = float(self.step_counts[f"retained:{name}"])
         if self.cfg.revisit.enabled:
             revisited = Counter(g.task.domain for g in groups if g.task.metadata.get(REVISIT))
             waiting = self.cur.revisits.waiting()

@@ -27,6 +27,7 @@ from practicum.curriculum.difficulty import (
 from practicum.curriculum.drift import DriftConfig, DriftGuard
 from practicum.curriculum.mixing import DeficitSampler, DomainMixer, MixingConfig
 from practicum.curriculum.replay import ReplayBuffer, ReplayConfig
+from practicum.curriculum.retain import RetainConfig
 from practicum.curriculum.scaffold import Scaffold, ScaffoldConfig
 from practicum.curriculum.shaping import RewardNorm, ShapingConfig
 
@@ -38,6 +39,8 @@ class CurriculumConfig(Strict):
     levels: dict[str, LevelsConfig] = Field(default_factory=dict, description="Level curriculum of generator parameters, by domain name.")
     revisit: RevisitConfig = Field(default_factory=RevisitConfig, description="Failed tasks re-issued later, within their domain's draws.")
     replay: ReplayConfig = Field(default_factory=ReplayConfig, description="Replay of high-signal groups.")
+    retain: RetainConfig = Field(default_factory=RetainConfig, description="A small positive advantage on mastered groups "
+                                                                           "(every reply right), so the mix does not wear them away.")
     shaping: dict[str, ShapingConfig] = Field(default_factory=dict, description="Reward shaping by domain name (absent: the score value alone).")
     scaffold: dict[str, ScaffoldConfig] = Field(default_factory=dict, description="A fading scaffold, by domain name.")
     drift: DriftConfig = Field(default_factory=DriftConfig, description="Drift guard on held-out evaluations.")
@@ -45,7 +48,7 @@ class CurriculumConfig(Strict):
     def check_domains(self, names: list[str]) -> None:
         """Every per-domain entry must name a domain of the run (a typo is an error, not a no-op)."""
         for section, named in (("mixing.weights", self.mixing.weights), ("levels", self.levels),
-                               ("shaping", self.shaping), ("scaffold", self.scaffold)):
+                               ("shaping", self.shaping), ("scaffold", self.scaffold), ("retain.domains", self.retain.domains)):
             unknown = sorted(set(named) - set(names))
             if unknown:
                 raise ValueError(f"curriculum.{section}: no domain named {', '.join(unknown)} (domains: {', '.join(names)})")
