@@ -96,6 +96,14 @@ def test_an_unknown_domain_in_retain_is_a_config_error():
         CurriculumConfig(retain={"enabled": True, "domains": ["gamma"]}).check_domains(["alpha", "beta"])
 
 
+def test_retain_with_the_filter_is_a_config_error():
+    """The filter drops all-alike groups before the update: retain would silently do nothing."""
+    with pytest.raises(ValueError, match="no mastered group would be left"):
+        CurriculumConfig(retain={"enabled": True}, filter={"enabled": True})
+    CurriculumConfig(retain={"enabled": True}, filter={"enabled": False})
+    CurriculumConfig(retain={"enabled": False}, filter={"enabled": True})
+
+
 class AlwaysRight(ToyEnv):
     async def step(self, reply: str) -> Observation:
         return Observation(messages=[], done=True, score=Score(value=1.0, explanation="every reply is right"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from practicum.curriculum.base import Strict
 from practicum.curriculum.difficulty import (
@@ -44,6 +44,13 @@ class CurriculumConfig(Strict):
     shaping: dict[str, ShapingConfig] = Field(default_factory=dict, description="Reward shaping by domain name (absent: the score value alone).")
     scaffold: dict[str, ScaffoldConfig] = Field(default_factory=dict, description="A fading scaffold, by domain name.")
     drift: DriftConfig = Field(default_factory=DriftConfig, description="Drift guard on held-out evaluations.")
+
+    @model_validator(mode="after")
+    def _retain_needs_uniform_groups(self) -> CurriculumConfig:
+        if self.retain.enabled and self.filter.enabled:
+            raise ValueError("curriculum.retain: the filter (curriculum.filter) drops every group whose replies scored alike "
+                             "before the update, so no mastered group would be left to retain; turn one of them off")
+        return self
 
     def check_domains(self, names: list[str]) -> None:
         """Every per-domain entry must name a domain of the run (a typo is an error, not a no-op)."""
