@@ -183,6 +183,33 @@ def test_rollback_forgets_the_discarded_branch_and_state_round_trips():
     assert sorted(g.history["d"]) == [0, 10] and g.last_good == 10 and g.streak == {}
 
 
+def test_a_flat_mean_that_forgets_as_much_as_it_learns_is_told_by_the_counts():
+    """The mix's products in the multidomain benchmark: the mean held while facts it had right went
+    wrong and others came right. Ten tasks by hand, 0/1: the best is step 5 (6 right)."""
+    g = DriftGuard(DriftConfig(enabled=True))
+    steps = {0: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0],   # 2 right
+             5: [1, 1, 1, 1, 1, 1, 0, 0, 0, 0],   # 6 right: the best
+             10: [0, 1, 1, 1, 1, 0, 1, 1, 0, 0]}  # 6 right: t0 and t5 lost, t6 and t7 gained
+    for step, row in steps.items():
+        g.record(step, "d", {f"t{i}": float(x) for i, x in enumerate(row)})
+        d = g.check(step)[0]
+    assert not d.regressed and d.best_step == 5 and d.drop == 0.0
+    assert (d.lost, d.gained) == (2, 2)
+    assert d.forgotten == 2  # t0 (right at 0 and 5) and t5 (right at 5)
+    g.record(15, "d", {f"t{i}": float(x) for i, x in enumerate([1, 1, 1, 1, 1, 0, 0, 0, 0, 0])})
+    d = g.check(15)[0]  # against the best (5, the earlier of two ties at 0.6): t5 lost, none gained
+    assert (d.best_step, d.lost, d.gained) == (5, 1, 0)
+    assert d.forgotten == 3  # t5 (right at 5), t6 and t7 (right at 10)
+    first = DriftGuard(DriftConfig(enabled=True))
+    first.record(0, "d", {"t0": 1.0})
+    assert first.check(0)[0].forgotten == 0  # nothing earlier to forget
+    half = DriftGuard(DriftConfig(enabled=True, min_tasks=2))
+    for step, row in {0: [0.5, 1.0, 0.0], 5: [0.25, 1.0, 0.5]}.items():  # partial credit: below its own best
+        half.record(step, "d", {f"t{i}": x for i, x in enumerate(row)})
+        d = half.check(step)[0]
+    assert (d.lost, d.gained, d.forgotten) == (1, 1, 1)
+
+
 # --- collapse: one reply to most held-out tasks ---------------------------------------------------
 def answers(right: int, reply_of, n: int = 100) -> tuple[dict[str, float], tuple[str, float]]:
     """Scores (t0..t{right-1} right) and the commonest reply with its share, as

@@ -547,6 +547,12 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
         assert f"drift:{drift['reaction']}" in {e[4] for e in events}
         rep = audit(store)
         assert rep.ok and any(f"drift:{drift['reaction']}" in line for line in rep.lines())
+        evals = {s: m for s, _k, m in store.metrics("eval")}
+    # under the mean, at the flagged check: more of beta's held-out tasks lost since its best than
+    # gained, each of them below its own best (forgotten); nothing to forget at the first evaluation
+    at = evals[first]
+    assert at["beta/lost"] > at["beta/gained"] and at["beta/forgotten"] >= at["beta/lost"] > 0, at
+    assert evals[0]["beta/forgotten"] == evals[0]["alpha/forgotten"] == 0.0
     summaries = [ln for ln in lines if ln.startswith(f"step {first + 1}/")]
     assert summaries and "beta" in summaries[0] and drift["reaction"] in summaries[0]
     if reaction == "escalate":  # up-weighted at the first regressed check, rolled back at the next

@@ -28,6 +28,7 @@ from practicum import entropy_control
 from practicum.budget import Spend
 from practicum.checkpoints import Checkpoints
 from practicum.config import RunConfig
+from practicum.curriculum.drift import DriftDecision
 from practicum.curriculum.driver import Driver
 from practicum.domains import build_domain, get_plugin
 from practicum.engines.base import Engine, SamplingParams
@@ -285,16 +286,19 @@ class Run:
                              self.store, step, limit, self.cfg.rollout.max_episode_tokens,
                              self.cfg.rollout.max_episode_seconds)
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
+        drift = self.cfg.curriculum.drift
+        decisions = self.driver.on_eval(step, res.per_task, res.episodes) if drift.enabled else []
+        for d in decisions:  # what moved under each domain's mean since its best, and since each task's own best
+            flat.update({f"{d.domain}/lost": float(d.lost), f"{d.domain}/gained": float(d.gained),
+                         f"{d.domain}/forgotten": float(d.forgotten)})
         self.store.add_metrics(step, "eval", flat)
         self.metrics.write(step, "eval", flat)
-        await self._guard(step, res)
+        if drift.enabled:
+            await self._guard(step, decisions)
         return res
 
-    async def _guard(self, step: int, res: EvalResult) -> None:
+    async def _guard(self, step: int, decisions: list[DriftDecision]) -> None:
         drift = self.cfg.curriculum.drift
-        if not drift.enabled:
-            return
-        decisions = self.driver.on_eval(step, res.per_task, res.episodes)
         for d in decisions:
             if d.regressed:
                 self.log(f"drift guard at step {step}: {d.line()}")

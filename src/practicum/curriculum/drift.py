@@ -119,6 +119,12 @@ class DriftDecision(BaseModel):
     collapsed: bool = False
     varied_step: int | None = None
     varied_same_reply: float | None = None
+    # what moved under the mean: paired tasks scoring lower now than at best_step (lost) and higher
+    # (gained), and tasks scoring below their own best of any earlier evaluation (forgotten) - a
+    # domain can hold its mean while it forgets as much as it learns
+    lost: int = 0
+    gained: int = 0
+    forgotten: int = 0
 
     def line(self) -> str:
         if not self.regressed:
@@ -230,6 +236,13 @@ class DriftGuard:
         # highest mean; ties: the earlier step
         return max(earlier, key=lambda s: (sum(earlier[s].values()) / len(earlier[s]), -s)) if earlier else None
 
+    def forgotten(self, domain: str, step: int) -> int:
+        """Tasks of ``domain``'s evaluation at ``step`` that score below their own best of the
+        evaluations before it (for 0/1 scores: right at some earlier check, wrong now)."""
+        now = self.history[domain][step]
+        earlier = [v for s, v in self.history[domain].items() if s < step]
+        return sum(1 for t, x in now.items() if any(t in v and v[t] > x for v in earlier))
+
     def verdict(self, step: int, domain: str) -> DriftDecision:
         """Compare ``domain``'s evaluation at ``step`` with its best earlier one; call once per
         evaluation (it counts the streak)."""
@@ -243,15 +256,17 @@ class DriftGuard:
         varied = self._most_varied(domain, step)
         seen = {"same_reply": share, "reply": reply, "collapsed": collapsed, "varied_step": varied,
                 "varied_same_reply": None if varied is None else self.same[domain][varied][0]}
+        seen["forgotten"] = self.forgotten(domain, step)
         if best_step is None or len(shared) < self.cfg.min_tasks:  # nothing to pair with: a collapse is still seen
             return self._react(step, domain, collapsed, dict(best_step=best_step, best=None, current=cur_mean, drop=0.0,
                                                              p_value=1.0, test="none", tasks=len(shared)), seen)
         best_mean = sum(best[t] for t in shared) / len(shared)
         binary = all(v in (0.0, 1.0) for t in shared for v in (now[t], best[t]))
         test = "mcnemar" if self.cfg.test == "mcnemar" or (self.cfg.test == "auto" and binary) else "paired_t"
+        losses = sum(1 for t in shared if best[t] > now[t])
+        gains = sum(1 for t in shared if best[t] < now[t])
+        seen.update(lost=losses, gained=gains)
         if test == "mcnemar":
-            losses = sum(1 for t in shared if best[t] > now[t])
-            gains = sum(1 for t in shared if best[t] < now[t])
             p = mcnemar_p(losses, gains)
         else:
             p = paired_t_p([best[t] - now[t] for t in shared])
