@@ -326,10 +326,16 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         sampler.phase = "eval"
         res = await run.evaluate(step, args.drift_eval_size)  # the drift guard records and reacts
         sampler.phase = "train"
+        # what moved under each mean (the guard's counts, written into the evaluation's metrics row)
+        moved = next((m for s, _k, m in reversed(list(run.store.metrics("eval"))) if s == step), {})
+        forgotten = {d: moved.get(f"{d}/forgotten") for d in res.per_domain}
         drift_evals.append({"step": step, "train_minutes": train_s / 60, "seconds": res.seconds,
-                            "per_domain": {d: m.get("reward") for d, m in res.per_domain.items()}})
+                            "per_domain": {d: m.get("reward") for d, m in res.per_domain.items()},
+                            "forgotten": forgotten,
+                            "lost_gained": {d: (moved.get(f"{d}/lost"), moved.get(f"{d}/gained")) for d in res.per_domain}})
         log(f"[drift eval] {side} step {step} t={train_s / 60:.2f} min: "
-            + " ".join(f"{d} {m.get('reward', 0):.3f}" for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")
+            + " ".join(f"{d} {m.get('reward', 0):.3f}" + (f" (forgot {forgotten[d]:.0f})" if forgotten[d] else "")
+                       for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")
 
     events: list[dict[str, Any]] = []
     fates: dict[str, int] = {}
@@ -599,6 +605,11 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
                   f"({result['settings']['drift_eval_size']} tasks per domain) at steps "
                   f"{', '.join(str(e['step']) for e in evs) or '–'}; "
                   + (f"reactions: {'; '.join(reactions)}." if reactions else "no domain regressed, no reaction.")]
+        last = evs[-1] if evs else {}
+        if last.get("forgotten"):  # results written before the guard counted them have none
+            lines += ["", f"At its last check (step {last['step']}), held-out tasks each domain had right at an earlier check "
+                      "and not now (forgotten; the mean can hold while it forgets): " + ", ".join(
+                          f"{d} {n:.0f}" for d, n in last["forgotten"].items() if n is not None) + "."]
     if result.get("reused"):
         lines += ["", f"Sides taken from `{result['reused']['from']}` (an earlier run, paired on the same held-out tasks): "
                   + ", ".join(f"{s} (run started {result['sides'][s].get('reused_from')}"

@@ -142,6 +142,13 @@ def test_target_verdict_on_made_up_sides():
     text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
                       "machine": _machine(), "command": "x"}, ["a", "b"])
     assert "collapsed onto one answer" in text and "mixed b 90% '<answer>1</answer>'" in text and "single:a b" not in text
+    assert "forgotten" not in text  # no guard checks recorded: no line
+    # the guard's checks: at the last one, b had forgotten 3 tasks it had right before
+    result["sides"]["mixed"]["drift"] = {"evals": [{"step": 0, "forgotten": {"a": 0.0, "b": 0.0}},
+                                                   {"step": 4, "forgotten": {"a": 0.0, "b": 3.0}}]}
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "At its last check (step 4)" in text and "a 0, b 3." in text and "drift guard: 2 held-out checks" in text
 
 
 
