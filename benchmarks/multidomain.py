@@ -237,6 +237,10 @@ def side_config(args: argparse.Namespace, side: str):
     raw.setdefault("run", {})["dir"] = str(side_file(Path(args.out).resolve(), side, "_run"))
     raw["run"]["name"] = f"multidomain_{side.replace(':', '_')}"
     raw["run"]["time_limit_minutes"] = args.minutes  # the learning-rate schedule's clock (the script stops the side)
+    if getattr(args, "single_checks", False) and side.startswith("single:"):
+        # held-out checks on a specialist, to count what it forgets as the mix's are counted: the
+        # guard only warns (a log line), so training is the specialist's own
+        raw.setdefault("curriculum", {})["drift"] = {"enabled": True, "reaction": "warn"}
     raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
     if args.threads:
         raw["run"]["threads"] = args.threads
@@ -307,7 +311,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
     cfg = side_config(args, side)
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
-    guard = side == "mixed" and cfg.curriculum.drift.enabled
+    guard = (side == "mixed" or getattr(args, "single_checks", False)) and cfg.curriculum.drift.enabled
     lines: list[str] = []
 
     def log_and_keep(msg: str) -> None:
@@ -861,6 +865,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override a field of the config, for every side (repeatable)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--max-steps", type=int, default=None, help="also stop each side after this many steps")
+    p.add_argument("--single-checks", action="store_true",
+                   help="run the drift guard's held-out checks (--drift-every) on single sides too, reaction warn, "
+                        "to count what a specialist forgets (its training is unchanged; off: only the mixed side is checked)")
     p.add_argument("--out", default=None,
                    help="result JSON (default: benchmarks/out/multidomain.json; with --pool, multidomain_seeds.json)")
     p.add_argument("--pool", nargs="+", default=None, metavar="JSON",

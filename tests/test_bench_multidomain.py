@@ -222,6 +222,21 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
         assert cfg.curriculum.shaping.keys() == own
 
 
+def test_single_checks_give_a_specialist_the_guards_checks_and_nothing_else(tmp_path):
+    """--single-checks: a single side gets the drift guard's checks with reaction warn (a log line,
+    no change to training), its own help kept; without the flag it has no guard; the mixed side's
+    curriculum is the config's either way."""
+    plain = md.parse_args(["--out", str(tmp_path / "m.json")])
+    checked = md.parse_args(["--out", str(tmp_path / "m.json"), "--single-checks"])
+    assert not md.side_config(plain, "single:equations").curriculum.drift.enabled
+    drift = md.side_config(checked, "single:equations").curriculum.drift
+    assert drift.enabled and drift.reaction == "warn"
+    products = md.side_config(checked, "single:products").curriculum
+    assert "products" in products.scaffold and products.drift.reaction == "warn"
+    assert md.side_config(checked, "mixed").curriculum == md.side_config(plain, "mixed").curriculum
+    assert not md.side_config(checked, "ablation").curriculum.drift.enabled
+
+
 def test_group_fates_count_every_drawn_group_by_what_became_of_it(tmp_path):
     from practicum.records import Group, GroupState, Task
     from practicum.store import Store
