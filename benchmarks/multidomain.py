@@ -237,7 +237,7 @@ def side_config(args: argparse.Namespace, side: str):
     raw.setdefault("run", {})["dir"] = str(side_file(Path(args.out).resolve(), side, "_run"))
     raw["run"]["name"] = f"multidomain_{side.replace(':', '_')}"
     raw["run"]["time_limit_minutes"] = args.minutes  # the learning-rate schedule's clock (the script stops the side)
-    if getattr(args, "single_checks", False) and side.startswith("single:"):
+    if args.single_checks and side.startswith("single:"):
         # held-out checks on a specialist, to count what it forgets as the mix's are counted: the
         # guard only warns (a log line), so training is the specialist's own
         raw.setdefault("curriculum", {})["drift"] = {"enabled": True, "reaction": "warn"}
@@ -311,7 +311,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
     cfg = side_config(args, side)
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
-    guard = (side == "mixed" or getattr(args, "single_checks", False)) and cfg.curriculum.drift.enabled
+    guard = (side == "mixed" or args.single_checks) and cfg.curriculum.drift.enabled
     lines: list[str] = []
 
     def log_and_keep(msg: str) -> None:
@@ -330,13 +330,12 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         sampler.phase = "eval"
         res = await run.evaluate(step, args.drift_eval_size)  # the drift guard records and reacts
         sampler.phase = "train"
-        # what moved under each mean (the guard's counts, written into the evaluation's metrics row)
-        moved = next((m for s, _k, m in reversed(list(run.store.metrics("eval"))) if s == step), {})
-        forgotten = {d: moved.get(f"{d}/forgotten") for d in res.per_domain}
+        moved = {d.domain: d for d in run.guard_decisions}  # what moved under each mean, as the guard counted it
+        forgotten = {d: moved[d].forgotten if d in moved else None for d in res.per_domain}
         drift_evals.append({"step": step, "train_minutes": train_s / 60, "seconds": res.seconds,
                             "per_domain": {d: m.get("reward") for d, m in res.per_domain.items()},
                             "forgotten": forgotten,
-                            "lost_gained": {d: (moved.get(f"{d}/lost"), moved.get(f"{d}/gained")) for d in res.per_domain}})
+                            "lost_gained": {d: (moved[d].lost, moved[d].gained) for d in res.per_domain if d in moved}})
         log(f"[drift eval] {side} step {step} t={train_s / 60:.2f} min: "
             + " ".join(f"{d} {m.get('reward', 0):.3f}" + (f" (forgot {forgotten[d]:.0f})" if forgotten[d] else "")
                        for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")

@@ -286,7 +286,7 @@ def test_reuse_refuses_a_result_whose_held_out_tasks_are_not_this_runs(tmp_path)
 
     def fingerprints(*overrides: str, n: int = 20) -> dict[str, str]:
         ns = argparse.Namespace(config=config, overrides=list(overrides), out=str(tmp_path / "x.json"), minutes=1.0,
-                                eval_tokens=48, threads=0)
+                                eval_tokens=48, threads=0, single_checks=False)
         return md.held_out_fingerprints(md.all_domains(ns)[1], n)
 
     mine = fingerprints()

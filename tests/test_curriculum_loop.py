@@ -553,6 +553,8 @@ def test_drift_guard_catches_a_poisoned_domain(tiny_run_config, tiny_model_path,
     at = evals[first]
     assert at["beta/lost"] > at["beta/gained"] and at["beta/forgotten"] >= at["beta/lost"] > 0, at
     assert evals[0]["beta/forgotten"] == evals[0]["alpha/forgotten"] == 0.0
+    last = evals[max(evals)]  # the run keeps the last evaluation's verdicts, with the counts it wrote
+    assert {d.domain: d.forgotten for d in run.guard_decisions} == {n: last[f"{n}/forgotten"] for n in ("alpha", "beta")}
     summaries = [ln for ln in lines if ln.startswith(f"step {first + 1}/")]
     assert summaries and "beta" in summaries[0] and drift["reaction"] in summaries[0]
     if reaction == "escalate":  # up-weighted at the first regressed check, rolled back at the next

@@ -207,6 +207,7 @@ class Run:
             cfg.run.seed, log, planner=self.driver)
         self.start_step = 0
         self.train_seconds = 0.0
+        self.guard_decisions: list[DriftDecision] = []  # the drift guard's verdicts at the last evaluation
         self._throughput_mark = (0, time.perf_counter())  # (engine tokens, time) at the last step's end
         self._checkpoint_step = 0
         self.resuming = resume
@@ -287,7 +288,7 @@ class Run:
                              self.cfg.rollout.max_episode_seconds)
         flat = {f"{d}/{k}": v for d, m in res.per_domain.items() for k, v in m.items()}
         drift = self.cfg.curriculum.drift
-        decisions = self.driver.on_eval(step, res.per_task, res.episodes) if drift.enabled else []
+        decisions = self.guard_decisions = self.driver.on_eval(step, res.per_task, res.episodes) if drift.enabled else []
         for d in decisions:  # what moved under each domain's mean since its best, and since each task's own best
             flat.update({f"{d.domain}/lost": float(d.lost), f"{d.domain}/gained": float(d.gained),
                          f"{d.domain}/forgotten": float(d.forgotten)})
