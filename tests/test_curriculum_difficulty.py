@@ -20,6 +20,7 @@ from practicum.curriculum.difficulty import (
     Revisits,
     band_pass,
     refill,
+    task_key,
 )
 from practicum.records import Message, Task
 
@@ -62,6 +63,20 @@ def test_pass_rates_with_forgetting():
     assert rates.attempts("t") == 5.0
     assert rates.rate("t") == pytest.approx(0.9)
     assert rates.rate("never seen") is None
+
+
+def test_a_task_is_known_by_its_question_not_its_id():
+    def task(id_: str, question: str, target: str = "24", domain: str = "products", **metadata) -> Task:
+        return Task(id=id_, domain=domain, prompt=[Message(role="user", content=question)], target=target,
+                    metadata=metadata)
+
+    key = task_key(task("products/train/7", "6 * 4"))
+    assert task_key(task("products/train/900113", "6 * 4", draw={"index": 900113})) == key  # another draw
+    assert key.startswith("products:")
+    assert task_key(task("products/train/7", "6 * 5")) != key
+    assert task_key(task("products/train/7", "6 * 4", target="25")) != key
+    assert task_key(task("products/train/7", "6 * 4", domain="math")) != key
+    assert task_key(task("x", "worked examples, then 6 * 4", task_key=key)) == key  # a scaffolded draw, stamped
 
 
 def test_pools_place_tasks_by_pass_rate_and_accept_by_pool():

@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from practicum.audit import audit
 from practicum.config import load_config
+from practicum.curriculum.difficulty import task_key
 from practicum.curriculum.driver import Driver
 from practicum.curriculum.parts import CurriculumConfig
 from practicum.curriculum.scaffold import Scaffold, ScaffoldConfig, guided_slots, is_scaffolded, slot_task
@@ -359,6 +360,32 @@ def scored(task: Task, rewards: list[float]) -> Group:
                              policy_version=0))
         eps.append(ep)
     return Group(task=task, episodes=eps, state=GroupState.ready)
+
+
+def test_a_question_drawn_again_under_a_new_id_keeps_its_pass_rate():
+    """A generator names each draw by its index, so one question comes back under ever new ids
+    (the toy source: two words; reasoning-gym products: 100 questions). Pass rates are kept by the
+    question's content, so a pool sees a mastered question when it recurs: with easy questions
+    never accepted, once "say seven" has been answered right 8 times every later draw is "say
+    three", though each of them has a fresh id. A scaffolded draw of a question shares its plain
+    draw's pass rate."""
+    doms = [toy("alpha", ALPHA)]
+    cur = CurriculumConfig.model_validate({"pools": {"enabled": True, "min_attempts": 4,
+                                                     "accept": {"easy": 0.0, "normal": 1.0, "hard": 1.0}}})
+    drv = Driver(cur, doms, [1.0], seed=0, store=Store(":memory:"))
+    first = next(t for t in (drv.plan(k) for k in range(20)) if t.target == "seven")
+    drv.observe(scored(first, [1.0] * 8))
+    later = [drv.plan(k) for k in range(100, 160)]
+    assert {t.target for t in later} == {"three"} and len({t.id for t in later}) == 60
+    assert first.id not in {t.id for t in later}
+
+    plain = doms[0].source.train_task(5)
+    helped = Driver(CurriculumConfig.model_validate({"scaffold": {"alpha": {"hint": "h", "schedule": "constant"}}}),
+                    doms, [1.0], seed=0, store=Store(":memory:"))
+    task = helped.plan(5)
+    assert task.prompt != plain.prompt and task_key(task) == task_key(plain)  # the help is not the question
+    helped.observe(scored(task, [1.0, 0.0]))
+    assert helped.cur.rates.rate(task_key(plain)) == 0.5
 
 
 def test_a_failed_task_comes_back_in_its_own_domains_draws():

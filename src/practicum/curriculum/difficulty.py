@@ -1,8 +1,11 @@
 """Difficulty sequencing: per-task pass rates, a band-pass filter on groups, difficulty pools,
 and a level curriculum for generated tasks.
 
-* :class:`PassRates` keeps, per task id, the (optionally forgetting) count of attempts and the
+* :class:`PassRates` keeps, per task, the (optionally forgetting) count of attempts and the
   sum of rewards: its pass rate is the mean reward, so 0/1 and partial-credit rewards both work.
+  A task is known by :func:`task_key`, its content, not its id: a generator names a task by its
+  draw index, so a small space of questions (reasoning-gym ``products``: 100) comes back under
+  ever new ids, and a pass rate kept by id would never see a task twice.
 * :func:`band_pass` keeps a group only when its mean reward lies strictly inside
   (``min_pass``, ``max_pass``) and its rewards differ: an all-right or all-wrong group has zero
   advantage for every episode and teaches nothing (DAPO's dynamic sampling).
@@ -29,6 +32,8 @@ All state is plain dicts of numbers (``state()``/``load()``), for checkpoints.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections import deque
 from typing import Any, Literal
@@ -39,6 +44,22 @@ from practicum.curriculum.base import Strict
 from practicum.records import Task
 
 Pool = Literal["easy", "normal", "hard"]
+
+TASK_KEY = "task_key"  # the metadata under which a scaffolded task keeps its plain content's key
+
+
+def task_key(task: Task) -> str:
+    """The key a task's pass rate is kept under: the same question, drawn twice, is one task.
+
+    ``domain:`` and a hash of the prompt and the target. A scaffolded task carries its plain
+    task's key in ``metadata["task_key"]`` (the driver stamps it before the help goes in), so a
+    helped and an unhelped draw of one question share a pass rate."""
+    stamped = task.metadata.get(TASK_KEY)
+    if stamped is not None:
+        return str(stamped)
+    content = json.dumps([[m.role, m.content] for m in task.prompt] + [task.target], default=str, sort_keys=True)
+    return f"{task.domain}:{hashlib.sha1(content.encode()).hexdigest()[:16]}"
+
 
 
 DEFAULT_ACCEPT: dict[Pool, float] = {"easy": 0.1, "normal": 1.0, "hard": 0.3}
@@ -188,7 +209,7 @@ def refill(wanted: int, kept: int, drawn: int, cfg: FilterConfig) -> Refill:
 
 
 class PassRates:
-    """Mean reward per task id, from every episode observed (training groups, evaluations)."""
+    """Mean reward per task key (:func:`task_key`), from every training group observed."""
 
     def __init__(self, decay: float = 1.0) -> None:
         self.decay = decay

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from practicum.curriculum.difficulty import REVISIT, band_pass, refill
+from practicum.curriculum.difficulty import REVISIT, TASK_KEY, band_pass, refill, task_key
 from practicum.curriculum.drift import DriftDecision
 from practicum.curriculum.parts import Curriculum, CurriculumConfig
 from practicum.curriculum.retain import retained_advantages
@@ -99,6 +99,8 @@ class Driver:
             task = self._fresh(name, k, rng)
         scaffold = self.cur.scaffolds.get(name)
         if scaffold is not None and scaffold.decide(self.step, rng):
+            # the help changes the prompt, not the question: its pass rate stays the plain task's
+            task = task.model_copy(update={"metadata": {**task.metadata, TASK_KEY: task_key(task)}})
             task = scaffold.apply(task).task
         self.cur.sampler.drawn(name)
         return task
@@ -112,7 +114,7 @@ class Driver:
         task = source.train_task(k)
         if self.cfg.pools.enabled:
             for j in range(1, POOL_REDRAWS):
-                if self.cur.pools.accept(task.id, rng):
+                if self.cur.pools.accept(task_key(task), rng):
                     break
                 task = source.train_task(k + j * REDRAW_STRIDE)
         if level is not None:
@@ -180,7 +182,7 @@ class Driver:
         if not rewards:
             return
         task, name = group.task, group.task.domain
-        self.cur.rates.observe(task.id, rewards)
+        self.cur.rates.observe(task_key(task), rewards)
         if not is_scaffolded(task):  # a helped group's failure says little about the task without help
             self.cur.revisits.offer(task, rewards)
         lc = self.cur.levels.get(name)
