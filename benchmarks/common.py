@@ -41,6 +41,19 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def matmul_gflops(n: int = 1024, repeats: int = 8) -> float:
+    """The machine's speed now: fp32 GFLOPS of an n x n matmul on torch's threads (about 0.1-0.2 s
+    on 2 cores). A shared host's speed moves by tens of percent from hour to hour (the
+    multidomain benchmark's AMD EPYC: 190 GFLOPS at one hour, 118 at another), and a side's
+    wall-clock budget buys steps in proportion, so a side records its probes beside its steps."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n**3 * repeats / (time.perf_counter() - t0) / 1e9
+
+
 def machine_info() -> dict[str, Any]:
     def version(mod: str) -> str | None:
         try:

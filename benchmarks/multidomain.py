@@ -50,6 +50,7 @@ import asyncio
 import copy
 import json
 import math
+import statistics
 import sys
 import time
 from collections import Counter
@@ -68,6 +69,7 @@ from common import (
     log,
     machine_info,
     machine_line,
+    matmul_gflops,
     md_table,
     peak_rss_mb,
     run_side,
@@ -325,6 +327,10 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
     steps: list[dict[str, Any]] = []
     drift_evals: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
+    speed: list[dict[str, Any]] = []  # the machine's speed at the side's start, checks and end (outside its clock)
+
+    def probe(step: int) -> None:
+        speed.append({"step": step, "gflops": round(matmul_gflops(), 1)})
 
     async def guard_eval(step: int, train_s: float) -> None:
         sampler.phase = "eval"
@@ -345,6 +351,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
     try:
         async with run.orch.paused():
             await run.start()
+            probe(0)
             if guard:
                 await guard_eval(0, 0.0)  # the guard's first reference point: the base model
         train_s = 0.0
@@ -375,6 +382,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
                     t0 = time.perf_counter()
                     await run.orch.drain()
                     train_s += time.perf_counter() - t0
+                    probe(step)
                     if guard and not stop:
                         await guard_eval(step, train_s)
                     if stop:
@@ -401,6 +409,7 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         "replayed_groups": sum(r.get("replayed_groups", 0) for r in steps),
         "filtered_groups": sum(r.get("filtered_groups", 0) for r in steps),
         "group_fates": fates,
+        "speed": speed,
     }
 
 
@@ -621,6 +630,11 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
     here = {s: r.get("commit") for s, r in result["sides"].items() if s not in (result.get("reused") or {}).get("sides", [])}
     if any(here.values()):
         lines += ["", "Sides run here at " + ", ".join(sorted({f"`{c}`" for c in here.values() if c})) + "."]
+    speeds = {s: [p["gflops"] for p in result["sides"][s].get("speed") or []] for s in order}
+    if any(speeds.values()):  # results written before the probe have none
+        lines += ["", "Machine speed while each side trained (fp32 1024² matmul, GFLOPS, median of its probes at "
+                  "the start, every check and the end; a wall-clock budget buys steps in proportion): "
+                  + ", ".join(f"{s} {statistics.median(v):.0f}" for s, v in speeds.items() if v) + "."]
     lines += ["", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"]
     return "\n".join(lines)
 

@@ -149,6 +149,14 @@ def test_target_verdict_on_made_up_sides():
     text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
                       "machine": _machine(), "command": "x"}, ["a", "b"])
     assert "At its last check (step 4)" in text and "a 0, b 3." in text and "drift guard: 2 held-out checks" in text
+    assert "Machine speed" not in text  # results written before the probe have none: no line
+    # the speed probes: the median of each side's, where it has any
+    result["sides"]["mixed"]["speed"] = [{"step": 0, "gflops": 190.0}, {"step": 4, "gflops": 118.0},
+                                         {"step": 9, "gflops": 120.0}]
+    result["sides"]["single:a"]["speed"] = [{"step": 0, "gflops": 185.0}, {"step": 12, "gflops": 181.0}]
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "mixed 120, single:a 183." in text and "single:b" not in text.split("Machine speed")[1]
 
 
 
