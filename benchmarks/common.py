@@ -43,9 +43,10 @@ def cpu_model() -> str:
 
 def matmul_gflops(n: int = 1024, repeats: int = 8) -> float:
     """The machine's speed now: fp32 GFLOPS of an n x n matmul on torch's threads (about 0.1-0.2 s
-    on 2 cores). A shared host's speed moves by tens of percent from hour to hour (the
-    multidomain benchmark's AMD EPYC: 190 GFLOPS at one hour, 118 at another), and a side's
-    wall-clock budget buys steps in proportion, so a side records its probes beside its steps."""
+    on 2 cores). A shared host's speed moves by tens of percent within minutes (the multidomain
+    benchmark's AMD EPYC: 95 to 196 GFLOPS in one minute), and a side's wall-clock budget buys
+    fewer steps on a slow hour, so a side records its probes beside its steps. It measures the
+    arithmetic only, not every slowdown (memory, page faults)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b  # warm
     t0 = time.perf_counter()

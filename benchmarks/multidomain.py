@@ -633,7 +633,7 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
     speeds = {s: [p["gflops"] for p in result["sides"][s].get("speed") or []] for s in order}
     if any(speeds.values()):  # results written before the probe have none
         lines += ["", "Machine speed while each side trained (fp32 1024² matmul, GFLOPS, median of its probes at "
-                  "the start, every check and the end; a wall-clock budget buys steps in proportion): "
+                  "the start, every check and the end; it sees the arithmetic, not every slowdown of a shared host): "
                   + ", ".join(f"{s} {statistics.median(v):.0f}" for s, v in speeds.items() if v) + "."]
     lines += ["", f"Machine: {machine_line(result['machine'])}.", f"Command: `{result['command']}`"]
     return "\n".join(lines)
