@@ -61,7 +61,6 @@ def task_key(task: Task) -> str:
     return f"{task.domain}:{hashlib.sha1(content.encode()).hexdigest()[:16]}"
 
 
-
 DEFAULT_ACCEPT: dict[Pool, float] = {"easy": 0.1, "normal": 1.0, "hard": 0.3}
 
 
