@@ -22,6 +22,7 @@ from practicum.curriculum.difficulty import (
     refill,
     task_key,
 )
+from practicum.curriculum.scaffold import slot_task, unaided_messages
 from practicum.records import Message, Task
 
 
@@ -161,6 +162,29 @@ def test_a_failed_task_is_queued_until_its_visits_are_spent_and_the_oldest_goes_
     assert second.id == "eq/train/4" and second.metadata == {"revisit": 2}
     assert not r.offer(second, [0.0] * 4)  # its 2 visits are spent
     assert r.issued == 3 and r.waiting() == {"eq": 0}
+
+
+def test_a_task_back_with_a_hint_has_its_answer_in_reach_of_a_guided_share():
+    """revisit.hint: the re-issued task's question ends with the hint, `{answer}` filled with its
+    target, for the first hint_share of the group's slots (2 of 8 at 0.25); the other slots, and
+    the context every episode is trained against, are the plain question; the pass rate stays the
+    plain question's. A target that is not a plain value comes back without a hint."""
+    r = Revisits(RevisitConfig(enabled=True, share=1.0, hint="The answer is {answer}.", hint_share=0.25))
+    plain = Task(id="eq/train/4", domain="eq", prompt=[Message(role="system", content="be brief"),
+                                                      Message(role="user", content="6 * 4 =")], target="24")
+    assert r.offer(plain, [0.0] * 8)
+    back = r.take("eq", random.Random(0))
+    assert [m.content for m in back.prompt] == ["be brief", "6 * 4 =\n\nThe answer is 24."]
+    assert back.metadata["revisit"] == 1 and back.metadata["scaffold"]["guided"] == 0.25
+    assert task_key(back) == task_key(plain)  # the hint is not the question
+    slots = [slot_task(back, i, 8) for i in range(8)]
+    assert [s.prompt == plain.prompt for s in slots] == [False] * 2 + [True] * 6
+    assert unaided_messages(back.prompt, back.metadata["scaffold"]) == plain.prompt  # what the helped two train against
+    listed = Task(id="sql/train/1", domain="sql", prompt=[Message(role="user", content="q")], target={"rows": [1]})
+    assert r.offer(listed, [0.0]) and r.take("sql", random.Random(0)).prompt == listed.prompt  # no plain answer to give
+    assert Revisits(RevisitConfig(enabled=True, share=1.0)).hinted(plain) is plain  # no hint configured
+    with pytest.raises(ValidationError):
+        RevisitConfig(hint_share=0.0)
 
 
 def test_revisits_take_their_share_of_draws_with_the_draws_generator_and_round_trip():

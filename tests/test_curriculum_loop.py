@@ -411,10 +411,43 @@ def test_a_failed_task_comes_back_in_its_own_domains_draws():
     assert drv.metrics([scored(again, [0.0])], 2)[f"{first.domain}/revisited"] == 1.0
 
 
-def test_revisited_tasks_train_and_survive_a_resume(tiny_run_config, tiny_model_path):
-    """A run with revisits: some task ids are trained in more than one group, every group is
-    accounted for by the audit, and the queues come back on resume."""
-    cur = {"revisit": {"enabled": True, "share": 0.5}}
+def test_a_task_every_reply_failed_comes_back_with_its_answer_and_the_right_reply_is_trained_on_the_plain_question():
+    """revisit.hint through the driver and the rollout. A group all wrong has no advantage to
+    give; its task comes back (share 1) with the hint on 2 of its 8 slots, and not under the
+    domain's own scaffold on top. An engine that gets the answer only when the prompt holds it
+    (a confidently wrong fact) writes it on those 2: they become guided samples with a positive
+    advantage, trained against the plain question, and the 6 unaided ones a negative one."""
+    doms = [toy("alpha", ALPHA)]
+    cur = CurriculumConfig.model_validate({
+        "revisit": {"enabled": True, "share": 1.0, "hint": "the word is {answer}", "hint_share": 0.25},
+        "scaffold": {"alpha": {"hint": "one word", "schedule": "constant", "probe_share": 0.0, "threshold": None}}})
+    drv = Driver(cur, doms, [1.0], seed=0, store=Store(":memory:"))
+    first = drv.plan(0)
+    assert first.prompt[-1].content.endswith("one word")  # the domain's scaffold, always on
+    plain = first.model_copy(update={"prompt": [Message(role="user", content=first.prompt[-1].content[:-len("\n\none word")])],
+                                     "metadata": {k: v for k, v in first.metadata.items() if k not in ("scaffold", "task_key")}})
+    drv.observe(scored(plain, [0.0] * 8))  # an unscaffolded group, every reply wrong: queued
+    back = drv.plan(1)
+    assert back.id == plain.id and back.prompt[-1].content == f"{plain.prompt[-1].content}\n\nthe word is {plain.target}"
+    assert back.metadata["scaffold"]["guided"] == 0.25 and task_key(back) == task_key(plain)
+    engine = ScriptedEngine(lambda prompt, _c: plain.target if "the word is" in prompt else "wrong")
+    episodes = [asyncio.run(run_episode(slot_task(back, i, 8), Recorder(), engine, SamplingParams(max_new_tokens=8)))
+                for i in range(8)]
+    samples, _ = build_samples([Group(task=back, episodes=episodes, state=GroupState.ready)], "grpo")
+    assert [s.guided for s in samples] == [True] * 2 + [False] * 6
+    assert [s.advantage > 0 for s in samples] == [True] * 2 + [False] * 6
+    plain_ids = engine.renderer.chat_ids(plain.prompt)
+    for s in samples[:2]:  # the right reply after the plain question, the hint nowhere in the trained context
+        assert s.ids[:len(plain_ids)] == plain_ids and engine.renderer.decode(s.ids[len(plain_ids):]).startswith(plain.target)
+    m = drv.metrics([Group(task=back, episodes=episodes, state=GroupState.ready)], 2)
+    assert m["alpha/revisited"] == 1.0 and m["alpha/revisit_hinted"] == 1.0
+
+
+@pytest.mark.parametrize("hint", [None, "the word is {answer}"])
+def test_revisited_tasks_train_and_survive_a_resume(tiny_run_config, tiny_model_path, hint):
+    """A run with revisits (plain, and back with a hint): some task ids are trained in more than
+    one group, every group is accounted for by the audit, and the queues come back on resume."""
+    cur = {"revisit": {"enabled": True, "share": 0.5, "hint": hint}}
     cfg = two_domains(tiny_run_config, "revisit", cur, "run.steps=6", "run.checkpoint_every=3", "rollout.group_size=4")
     run = Run(cfg, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)
     res = asyncio.run(train_async(cfg, run=run, log=lambda _m: None))
@@ -423,6 +456,8 @@ def test_revisited_tasks_train_and_survive_a_resume(tiny_run_config, tiny_model_
         assert audit(store).ok
         per_task = Counter(g.task.id for g in store.groups(kind="train", state=GroupState.trained))
     assert revisited >= 1 and sum(n - 1 for n in per_task.values()) == revisited  # each revisit is one more group of a task
+    if hint is not None:  # the toy's targets are words: every revisit came back with its hint
+        assert sum(m.get("alpha/revisit_hinted", 0) + m.get("beta/revisit_hinted", 0) for m in res.history) == revisited
     state = json.loads((run.checkpoints.latest() / "state.json").read_text())
     resumed = two_domains(tiny_run_config, "revisit", cur, "run.steps=8", "run.checkpoint_every=3", "rollout.group_size=4")
     again = Run(resumed, resume=True, domains=[toy("alpha", ALPHA), toy("beta", BETA)], log=lambda _m: None)

@@ -26,6 +26,13 @@ and a level curriculum for generated tasks.
   task, ``capacity`` tasks a domain, the oldest dropped); a draw of that domain then re-issues the
   oldest queued task with probability ``share`` instead of a fresh one. The domain's share of the
   draws is unchanged: only which of its tasks it practises moves, towards the ones it fails.
+  With a ``hint`` the task comes back with its answer in reach: a guided group (see
+  :mod:`practicum.curriculum.scaffold`) whose first ``hint_share`` of episodes see the hint, with
+  ``{answer}`` standing for the task's target, and all of whose episodes are trained against the
+  plain prompt. A task failed by every reply - a confidently wrong fact such as ``6 * 4 = 28`` in
+  8 of 8 - gives GRPO nothing to reinforce; with the answer in reach for a few episodes the group
+  has right replies, and the update raises them after the plain question (QuestA, Li et al.
+  2025: hard questions augmented with part of their solution; LUFFY's off-policy guidance).
 
 All state is plain dicts of numbers (``state()``/``load()``), for checkpoints.
 """
@@ -41,6 +48,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from practicum.curriculum.base import Strict
+from practicum.curriculum.scaffold import with_help
 from practicum.records import Task
 
 Pool = Literal["easy", "normal", "hard"]
@@ -109,6 +117,12 @@ class RevisitConfig(Strict):
                          "(0: every episode scored 0).")
     visits: int = Field(default=2, ge=1, description="Most times one task is re-issued.")
     capacity: int = Field(default=64, ge=1, description="Most failed tasks queued per domain (the oldest go first).")
+    hint: str | None = Field(default=None, description="Text appended to a re-issued task's question for the first "
+                             "`hint_share` of its episodes, `{answer}` standing for the task's target (a task whose "
+                             "target is not a plain value comes back without it); every episode is trained against the "
+                             "plain question. None: re-issued as it was.")
+    hint_share: float = Field(default=0.25, gt=0, le=1, description="Share of a hinted group's episodes that see the "
+                              "hint (at least one); the rest run unaided and give the group its baseline.")
 
 
 REVISIT = "revisit"  # task.metadata key: how many times this task has been re-issued
@@ -140,7 +154,17 @@ class Revisits:
             return None
         task = queue.popleft()
         self.issued += 1
-        return task.model_copy(update={"metadata": {**task.metadata, REVISIT: int(task.metadata.get(REVISIT, 0)) + 1}})
+        task = task.model_copy(update={"metadata": {**task.metadata, REVISIT: int(task.metadata.get(REVISIT, 0)) + 1}})
+        return self.hinted(task)
+
+    def hinted(self, task: Task) -> Task:
+        """``task`` with the configured hint for a guided share of its episodes, its pass rate kept
+        under the plain question's key; unchanged without a hint or a plain-value target."""
+        target = task.target
+        if self.cfg.hint is None or isinstance(target, bool) or not isinstance(target, str | int | float):
+            return task
+        plain = task.model_copy(update={"metadata": {**task.metadata, TASK_KEY: task_key(task)}})
+        return with_help(plain, [], self.cfg.hint.replace("{answer}", str(target)), None, self.cfg.hint_share)
 
     def waiting(self) -> dict[str, int]:
         return {d: len(q) for d, q in self.queues.items()}

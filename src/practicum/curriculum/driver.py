@@ -5,7 +5,8 @@ orchestrator's planner (:class:`practicum.orchestrator.Planner`):
 
 * **draw** (:meth:`plan`, the k-th task): the domain by a weighted coin seeded by (seed, k) or,
   under ``mixing.balance: trained``, by the deficit sampler; under ``revisit.enabled``, with its
-  share, a task of that domain that failed before; else the task from the domain's source at
+  share, a task of that domain that failed before (with ``revisit.hint``, its answer in reach of
+  a guided share of the group, and then not scaffolded again); else the task from the domain's source at
   the level its level curriculum draws; kept or redrawn by its difficulty pool; scaffolded by the
   domain's scaffold with the probability the schedule gives at the current step. With the
   defaults (static weights, nothing on) the k-th task is exactly :func:`~practicum.orchestrator.draw_task`'s.
@@ -98,7 +99,8 @@ class Driver:
         if task is None:
             task = self._fresh(name, k, rng)
         scaffold = self.cur.scaffolds.get(name)
-        if scaffold is not None and scaffold.decide(self.step, rng):
+        # a failed task back with a hint carries its help already; the domain's scaffold still counts the draw
+        if scaffold is not None and scaffold.decide(self.step, rng) and not is_scaffolded(task):
             # the help changes the prompt, not the question: its pass rate stays the plain task's
             task = task.model_copy(update={"metadata": {**task.metadata, TASK_KEY: task_key(task)}})
             task = scaffold.apply(task).task
@@ -331,9 +333,12 @@ class Driver:
                 m[f"{name}/retained"] = float(self.step_counts[f"retained:{name}"])
         if self.cfg.revisit.enabled:
             revisited = Counter(g.task.domain for g in groups if g.task.metadata.get(REVISIT))
+            hinted = Counter(g.task.domain for g in groups if g.task.metadata.get(REVISIT) and is_scaffolded(g.task))
             waiting = self.cur.revisits.waiting()
             for name in self.by_name:
                 m[f"{name}/revisited"] = float(revisited.get(name, 0))
+                if self.cfg.revisit.hint is not None:
+                    m[f"{name}/revisit_hinted"] = float(hinted.get(name, 0))
                 m[f"{name}/revisit_waiting"] = float(waiting.get(name, 0))
         return m
 

@@ -155,6 +155,30 @@ def unaided_messages(messages: list[Message], marks: dict[str, Any]) -> list[Mes
     return out
 
 
+def with_help(task: Task, shots: list[Message], hint: str | None, prefix: str | None,
+              guided: float | None) -> Task:
+    """``task`` with help in its prompt: the worked-example turns ``shots`` after any system
+    messages, ``hint`` at the end of the last user message, and the marks that say so
+    (``metadata["scaffold"]``: what the rollout, evaluation's refusal and
+    :func:`unaided_messages` read). ``guided``: the share of a group's episodes that get the help,
+    all trained against the plain prompt; None: every episode helped, the help kept as context."""
+    users = [i for i, m in enumerate(task.prompt) if m.role == "user"]
+    if not users:
+        raise ValueError(f"task {task.id!r} (domain {task.domain!r}): its prompt has no user message to scaffold")
+    lead = 0
+    while lead < len(task.prompt) and task.prompt[lead].role == "system":
+        lead += 1
+    prompt = [m.model_copy() for m in task.prompt]
+    if hint:
+        last = prompt[users[-1]]
+        prompt[users[-1]] = Message(role="user", content=f"{last.content}\n\n{hint}")
+    prompt = prompt[:lead] + shots + prompt[lead:]
+    marks: dict[str, Any] = {"examples": len(shots) // 2, "hint": bool(hint), "prefix": prefix}
+    if guided is not None:  # what unaided_messages() needs to take the help out of the trained context
+        marks.update(guided=guided, shots=[m.content for m in shots], hint_text=hint)
+    return task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
+
+
 class Scaffold:
     """One domain's scaffold: its schedule, its help, and its measure of success without it."""
 
@@ -197,24 +221,10 @@ class Scaffold:
 
     def apply(self, task: Task) -> ScaffoldedTask:
         """The task with the help in its prompt; the original is not changed."""
-        users = [i for i, m in enumerate(task.prompt) if m.role == "user"]
-        if not users:
-            raise ValueError(f"task {task.id!r} (domain {task.domain!r}): its prompt has no user message to scaffold")
-        lead = 0
-        while lead < len(task.prompt) and task.prompt[lead].role == "system":
-            lead += 1
         shots = [m for ex in self.cfg.examples
                  for m in (Message(role="user", content=ex.question), Message(role="assistant", content=ex.reply))]
-        prompt = [m.model_copy() for m in task.prompt]
-        if self.cfg.hint:
-            last = prompt[users[-1]]
-            prompt[users[-1]] = Message(role="user", content=f"{last.content}\n\n{self.cfg.hint}")
-        prompt = prompt[:lead] + shots + prompt[lead:]
-        marks: dict[str, Any] = {"examples": len(self.cfg.examples), "hint": bool(self.cfg.hint), "prefix": self.cfg.prefix}
-        if self.cfg.guided:  # what unaided_messages() needs to take the help out of the trained context
-            marks.update(guided=self.cfg.share, shots=[m.content for m in shots], hint_text=self.cfg.hint)
-        scaffolded = task.model_copy(update={"prompt": prompt, "metadata": {**task.metadata, "scaffold": marks}})
-        return ScaffoldedTask(task=scaffolded, prefix=self.cfg.prefix)
+        helped = with_help(task, shots, self.cfg.hint, self.cfg.prefix, self.cfg.share if self.cfg.guided else None)
+        return ScaffoldedTask(task=helped, prefix=self.cfg.prefix)
 
     def measure(self, score: Score | None) -> float:
         """One unaided episode's success: its score's value, or its ``success`` component (0 when
