@@ -197,6 +197,42 @@ def test_token_logprobs_equals_log_softmax_gather(dtype):
     assert (got <= 0).all()
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_chunked_token_logprobs_are_the_full_logits_value_and_gradient(temperature):
+    """chunked_token_logprobs(h, W, t) == token_logprobs(h W^T / temperature, t), and so are the
+    gradients with respect to h and W, with a chunk (4) that does not divide the positions (13);
+    gradcheck in float64; a zero or negative temperature is refused."""
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(13, 5, generator=gen, requires_grad=True)
+    w = torch.randn(11, 5, generator=gen, requires_grad=True)
+    t = torch.randint(0, 11, (13,), generator=gen)
+    g = torch.randn(13, generator=gen)
+    got = A.chunked_token_logprobs(h, w, t, temperature, chunk=4)
+    want = A.token_logprobs((h @ w.T) / temperature, t)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    got_grads = torch.autograd.grad((got * g).sum(), (h, w))
+    want_grads = torch.autograd.grad((want * g).sum(), (h, w))
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    h64, w64 = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: A.chunked_token_logprobs(a, b, t, temperature, chunk=4), (h64, w64))
+    with pytest.raises(ValueError, match="temperature"):
+        A.chunked_token_logprobs(h, w, t, 0.0)
+
+
+def test_chunked_token_logprobs_take_their_products_in_the_dtype_asked():
+    """dtype bfloat16 (autocast's): the products are bf16's, as under autocast, within bf16's
+    error of the float32 result; the log-probs come back in float32."""
+    gen = torch.Generator().manual_seed(4)
+    h, w = torch.randn(6, 8, generator=gen), torch.randn(32, 8, generator=gen)
+    t = torch.randint(0, 32, (6,), generator=gen)
+    got = A.chunked_token_logprobs(h, w, t, dtype=torch.bfloat16)
+    want = A.token_logprobs(h.bfloat16() @ w.bfloat16().T, t)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert (got - A.token_logprobs(h @ w.T, t)).abs().max() > 0  # not the float32 products
+
+
 # --- off-policy correction ---------------------------------------------------------------------
 # Two sequences of three tokens. The behaviour (engine) log-probs are set so that the weights
 # pi_prox / pi_behaviour are round numbers, and the current policy so that the PPO ratios

@@ -86,6 +86,40 @@ def test_kl_term_trains_zero_advantage_samples(tiny_model_path):
     assert stats["kl"] > first["kl"] + 1e-4
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logits_taken_a_chunk_at_a_time_train_as_the_full_logits(tiny_model_path, temperature):
+    """trainer.logits_chunk (1 here: every trained position its own chunk) gives the gradient of
+    the full logits (logits_chunk 0), parameter by parameter, and the same loss and logged entropy
+    over three updates - also with a sample whose completion has an untrained token inside it.
+    (Adam's first steps divide by the gradient's own size, so float rounding in a near-zero
+    component moves a weight by up to lr x 1e-3: the weights are compared to that.)"""
+    from practicum import algorithms as A
+
+    gap = Sample([1, 4, 7, 20, 2, 1, 5, 9, 20, 2], [0] * 7 + [1, 0, 1], [0.0] * 7 + [-3.5, 0.0, -3.5], 0.5)
+    samples = [*SAMPLES, gap]
+
+    def trainer(chunk: int) -> Trainer:
+        return Trainer(tiny_model_path, TrainerConfig(autocast_dtype="none", lr=1e-2, logits_chunk=chunk), AlgorithmConfig())
+
+    full, chunked = trainer(0), trainer(1)
+    norm = A.loss_normaliser([sum(s.mask) for s in samples], "token_mean", 0)
+    for tr in (full, chunked):
+        tr._accumulate(samples, norm, A.SURROGATES["none"], temperature, {k: 0.0 for k in (
+            "loss", "kl", "entropy", "clip_frac", "tokens", "mismatch_abs_logp", "mismatch_kl", "is_truncated")})
+    grads = [(a.grad, b.grad) for a, b in zip(full.model.parameters(), chunked.model.parameters())]
+    assert all(a is not None for a, _ in grads) and any(float(a.abs().max()) > 1e-3 for a, _ in grads)
+    for a, b in grads:
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-7)
+    full, chunked = trainer(0), trainer(1)
+    for _ in range(3):
+        a, b = full.update(samples, temperature), chunked.update(samples, temperature)
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4, abs=1e-6)
+        assert b["entropy"] == pytest.approx(a["entropy"], rel=1e-5)
+        assert b["tokens_trained"] == a["tokens_trained"] == 6
+    wa, wb = _weights(full), _weights(chunked)
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
 def _entropy_at(tr: Trainer, samples: list[Sample]) -> float:
     """The policy's mean entropy over the samples' generated tokens, recomputed from scratch."""
     from practicum.algorithms import token_entropy

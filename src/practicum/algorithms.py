@@ -228,6 +228,68 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+class _ChunkedLogprob(torch.autograd.Function):
+    """log softmax(h W^T / temperature)[target] for N positions, a ``chunk`` of positions at a time."""
+
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float,
+                chunk: int, dtype: torch.dtype) -> torch.Tensor:
+        acc = torch.promote_types(hidden.dtype, torch.float32)  # the softmax's precision: float32, or float64 given it
+        out = torch.empty(hidden.shape[0], dtype=acc, device=hidden.device)
+        lse = torch.empty_like(out)
+        w = weight.to(dtype)
+        for i in range(0, hidden.shape[0], chunk):
+            z = (hidden[i:i + chunk].to(dtype) @ w.T).to(acc) / temperature  # [c, V]
+            lse[i:i + chunk] = torch.logsumexp(z, dim=-1)
+            out[i:i + chunk] = z.gather(-1, targets[i:i + chunk, None]).squeeze(-1) - lse[i:i + chunk]
+        ctx.save_for_backward(hidden, weight, targets, lse)
+        ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        hidden, weight, targets, lse = ctx.saved_tensors
+        t, dtype = ctx.temperature, ctx.dtype
+        w = weight.to(dtype)
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_h = torch.empty_like(hidden) if need_h else None
+        acc = lse.dtype
+        grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+        for i in range(0, hidden.shape[0], ctx.chunk):
+            h = hidden[i:i + ctx.chunk]
+            g = grad[i:i + ctx.chunk].to(acc)
+            z = (h.to(dtype) @ w.T).to(acc) / t
+            # d logp / d z = onehot(target) - softmax(z); times the incoming grad, through the 1 / t
+            dz = torch.exp(z - lse[i:i + ctx.chunk, None]).mul_(-g[:, None])
+            dz.scatter_add_(-1, targets[i:i + ctx.chunk, None], g[:, None])
+            dz.div_(t)
+            if need_h:
+                grad_h[i:i + ctx.chunk] = (dz.to(dtype) @ w).to(hidden.dtype)
+            if need_w:
+                grad_w.addmm_(dz.T, h.to(acc))
+        return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None, None, None
+
+
+def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                           temperature: float = 1.0, chunk: int = 128, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Log-probability of each target under ``log_softmax(hidden @ weight.T / temperature)``:
+    hidden [N, H], weight [V, H] (the vocabulary projection), targets [N] -> [N], float32.
+
+    :func:`token_logprobs` of the full logits, without ever holding them: ``chunk`` positions at a
+    time, in the forward pass and again in the backward, which recomputes each chunk's logits (one
+    more [chunk, H] x [H, V] product) instead of keeping [N, V] of them alive. Every [N, V] tensor
+    of the plain path - the logits, logsumexp's exponentials, the softmax and the gradient in the
+    backward - is 200 KB a position at a 49k vocabulary, so a few thousand positions make several
+    GB of short-lived tensors; on CPU each is a fresh mapping whose every page faults on first touch
+    (the trainer's update spent a quarter of its CPU time in the kernel on them). A chunk of 128
+    positions is 25 MB, small enough for the allocator to reuse. ``dtype``: the products' precision
+    (autocast's, bfloat16 say); the softmax and its gradient are float32 (float64 given float64)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    return _ChunkedLogprob.apply(hidden, weight, targets, float(temperature), max(1, int(chunk)),
+                                 dtype or hidden.dtype)
+
+
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the distribution at each position, over the whole vocabulary: logits [B, T, V]
     -> [B, T], in nats. H = logsumexp(z) - sum softmax(z) z, in float32 (differentiable)."""

@@ -196,6 +196,10 @@ class TrainerConfig(_Strict):
                     "2020) before they are summed. One backward pass per domain's samples, as without it; the "
                     "flat gradients (4 bytes a parameter per domain) held meanwhile. See docs/algorithms.md.")
     micro_batch_tokens: int = Field(4096, ge=16, description="Padded tokens per micro-batch; gradients accumulate across them.")
+    logits_chunk: int = Field(128, ge=0, description="Trained positions whose vocabulary logits are computed at once, in "
+                              "the forward and again in the backward (practicum.algorithms.chunked_token_logprobs): the "
+                              "[positions, vocabulary] logits are never held whole. 0: all at once, kept for the backward "
+                              "(also the path whenever an entropy bonus needs the full distribution).")
     autocast_dtype: Literal["auto", "bfloat16", "float16", "none"] = Field("auto", description="Autocast dtype of forward and backward. auto: bf16 where the device computes it natively, none (fp32) elsewhere.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
     lora: LoraSection = Field(default_factory=LoraSection)

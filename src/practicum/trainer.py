@@ -300,13 +300,18 @@ class Trainer:
         algo = self.algo
         for mb in self._micro_batches(samples):
             mb = mb.to(self.device)
-            logits = self._logits(self.model, mb, temperature)  # [S, T, V]
-            logp = A.token_logprobs(logits, mb.targets)  # [S, T]
             tmask = mb.mask
-            # the exact entropy (a softmax over the vocabulary, ~2.5x the log-probs' cost) only for the bonus
+            # the exact entropy (a softmax over the vocabulary, ~2.5x the log-probs' cost) only for the bonus,
+            # from the full logits; without it the log-probs are taken a chunk of positions at a time
             bonus = bool((mb.entropy_coefs > 0).any())
-            entropy = A.token_entropy(logits) if bonus else None  # [S, T]
-            del logits
+            entropy = None
+            if bonus:
+                logits = self._logits(self.model, mb, temperature)  # [S, T, V]
+                logp = A.token_logprobs(logits, mb.targets)  # [S, T]
+                entropy = A.token_entropy(logits)  # [S, T]
+                del logits
+            else:
+                logp = self._token_logprobs(self.model, mb, temperature)  # [S, T]
             # the proximal ("old") policy is the current one: one update per batch of rollouts, so
             # no second forward pass; the behaviour policy is the engine's, possibly stale
             prox_logp = logp.detach()
@@ -340,22 +345,41 @@ class Trainer:
             totals["is_truncated"] += float(gap.truncated)
 
     def _token_logprobs(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
-        """Log-probs [S, T] of the continuation tokens (see :meth:`_logits`)."""
-        return A.token_logprobs(self._logits(model, mb, temperature), mb.targets)
+        """Log-probs [S, T] of the continuation tokens. Under ``trainer.logits_chunk`` only the
+        trained ones (mask 1; 0 elsewhere, where every use of them is masked), ``logits_chunk``
+        positions' logits at a time (:func:`~practicum.algorithms.chunked_token_logprobs`); with 0,
+        or a vocabulary projection that is not a plain bias-free linear layer (an adapter on it),
+        from the full logits of :meth:`_logits`."""
+        core = model.get_base_model() if hasattr(model, "get_base_model") else model
+        head = core.lm_head
+        if self.cfg.logits_chunk <= 0 or type(head) is not torch.nn.Linear or head.bias is not None:
+            return A.token_logprobs(self._logits(model, mb, temperature), mb.targets)
+        _, hidden = self._hidden(model, mb)
+        trained = mb.mask > 0  # [S, T]
+        picked = hidden.reshape(-1, hidden.shape[-1])[mb.pred_index[trained]]  # [N, H]
+        dtype = self.autocast_dtype if self.autocast_dtype is not None else head.weight.dtype
+        logp = A.chunked_token_logprobs(picked, head.weight, mb.targets[trained],
+                                        temperature if temperature > 0 else 1.0, self.cfg.logits_chunk, dtype)
+        return torch.zeros(mb.targets.shape, dtype=logp.dtype, device=logp.device).masked_scatter(trained, logp)
 
     def _logits(self, model: torch.nn.Module, mb: PackedBatch, temperature: float = 1.0) -> torch.Tensor:
         """Logits [S, T, V] at the positions that predict a continuation token, divided by the
         sampling temperature. The vocabulary projection is applied only there, not at every
         prompt position: it is a fifth of the model's FLOPs and its [positions, V] output
         dominates activation memory."""
-        core = model.get_base_model() if hasattr(model, "get_base_model") else model
+        core, hidden = self._hidden(model, mb)
         with self._autocast():
-            hidden = core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
             picked = hidden.reshape(-1, hidden.shape[-1])[mb.pred_index]  # [S, T, H]
             logits = core.lm_head(picked)  # [S, T, V]
         if temperature > 0 and temperature != 1.0:
             logits = logits / temperature
         return logits
+
+    def _hidden(self, model: torch.nn.Module, mb: PackedBatch) -> tuple[torch.nn.Module, torch.Tensor]:
+        """(the causal LM under any adapter, its last hidden states [R, L, H] for the micro-batch)."""
+        core = model.get_base_model() if hasattr(model, "get_base_model") else model
+        with self._autocast():
+            return core, core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
 
     def _autocast(self):
         if self.autocast_dtype is None:
