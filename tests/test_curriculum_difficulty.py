@@ -185,6 +185,8 @@ def test_a_task_back_with_a_hint_has_its_answer_in_reach_of_a_guided_share():
     assert Revisits(RevisitConfig(enabled=True, share=1.0)).hinted(plain) is plain  # no hint configured
     with pytest.raises(ValidationError):
         RevisitConfig(hint_share=0.0)
+    with pytest.raises(ValidationError):
+        RevisitConfig(hint="")  # an empty hint would mark episodes helped that saw no help
 
 
 def test_revisits_take_their_share_of_draws_with_the_draws_generator_and_round_trip():

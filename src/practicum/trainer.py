@@ -350,11 +350,11 @@ class Trainer:
         positions' logits at a time (:func:`~practicum.algorithms.chunked_token_logprobs`); with 0,
         or a vocabulary projection that is not a plain bias-free linear layer (an adapter on it),
         from the full logits of :meth:`_logits`."""
-        core = model.get_base_model() if hasattr(model, "get_base_model") else model
+        core = self._core(model)
         head = core.lm_head
         if self.cfg.logits_chunk <= 0 or type(head) is not torch.nn.Linear or head.bias is not None:
             return A.token_logprobs(self._logits(model, mb, temperature), mb.targets)
-        _, hidden = self._hidden(model, mb)
+        hidden = self._hidden(core, mb)
         trained = mb.mask > 0  # [S, T]
         picked = hidden.reshape(-1, hidden.shape[-1])[mb.pred_index[trained]]  # [N, H]
         dtype = self.autocast_dtype if self.autocast_dtype is not None else head.weight.dtype
@@ -367,7 +367,8 @@ class Trainer:
         sampling temperature. The vocabulary projection is applied only there, not at every
         prompt position: it is a fifth of the model's FLOPs and its [positions, V] output
         dominates activation memory."""
-        core, hidden = self._hidden(model, mb)
+        core = self._core(model)
+        hidden = self._hidden(core, mb)
         with self._autocast():
             picked = hidden.reshape(-1, hidden.shape[-1])[mb.pred_index]  # [S, T, H]
             logits = core.lm_head(picked)  # [S, T, V]
@@ -375,11 +376,15 @@ class Trainer:
             logits = logits / temperature
         return logits
 
-    def _hidden(self, model: torch.nn.Module, mb: PackedBatch) -> tuple[torch.nn.Module, torch.Tensor]:
-        """(the causal LM under any adapter, its last hidden states [R, L, H] for the micro-batch)."""
-        core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    @staticmethod
+    def _core(model: torch.nn.Module) -> torch.nn.Module:
+        """The causal LM under any adapter (its ``model`` and ``lm_head``)."""
+        return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+    def _hidden(self, core: torch.nn.Module, mb: PackedBatch) -> torch.Tensor:
+        """The last hidden states [R, L, H] of the micro-batch's rows."""
         with self._autocast():
-            return core, core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
+            return core.model(input_ids=mb.ids, attention_mask=mb.attention, position_ids=mb.positions).last_hidden_state
 
     def _autocast(self):
         if self.autocast_dtype is None:

@@ -117,7 +117,7 @@ class RevisitConfig(Strict):
                          "(0: every episode scored 0).")
     visits: int = Field(default=2, ge=1, description="Most times one task is re-issued.")
     capacity: int = Field(default=64, ge=1, description="Most failed tasks queued per domain (the oldest go first).")
-    hint: str | None = Field(default=None, description="Text appended to a re-issued task's question for the first "
+    hint: str | None = Field(default=None, min_length=1, description="Text appended to a re-issued task's question for the first "
                              "`hint_share` of its episodes, `{answer}` standing for the task's target (a task whose "
                              "target is not a plain value comes back without it); every episode is trained against the "
                              "plain question. None: re-issued as it was.")
