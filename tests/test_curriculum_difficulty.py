@@ -164,6 +164,13 @@ def test_a_failed_task_is_queued_until_its_visits_are_spent_and_the_oldest_goes_
     assert r.issued == 3 and r.waiting() == {"eq": 0}
 
 
+def test_only_the_named_domains_failed_tasks_come_back():
+    r = Revisits(RevisitConfig(enabled=True, share=1.0, domains=["products"]))
+    assert not r.offer(task(1, "eq"), [0.0] * 4)  # eq is not named: its failures are not queued
+    assert r.offer(task(2, "products"), [0.0] * 4)
+    assert r.waiting() == {"products": 1} and r.take("eq", random.Random(0)) is None
+
+
 def test_a_task_back_with_a_hint_has_its_answer_in_reach_of_a_guided_share():
     """revisit.hint: the re-issued task's question ends with the hint, `{answer}` filled with its
     target, for the first hint_share of the group's slots (2 of 8 at 0.25); the other slots, and

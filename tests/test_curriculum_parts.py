@@ -36,6 +36,8 @@ def test_per_domain_entries_must_name_a_domain_of_the_run():
         Curriculum(CurriculumConfig.model_validate({"scaffold": {"maths": {"hint": "h"}}}), {"math": 1.0})
     with pytest.raises(ValueError, match="curriculum.mixing.weights: no domain named x"):
         Curriculum(CurriculumConfig.model_validate({"mixing": {"weights": {"x": 1.0}}}), {"math": 1.0})
+    with pytest.raises(ValueError, match="curriculum.revisit.domains: no domain named prods"):
+        Curriculum(CurriculumConfig.model_validate({"revisit": {"domains": ["prods"]}}), {"math": 1.0})
     with pytest.raises(ValidationError, match="replay.capacityy"):
         CurriculumConfig.model_validate({"replay": {"capacityy": 3}})
 

@@ -117,6 +117,8 @@ class RevisitConfig(Strict):
                          "(0: every episode scored 0).")
     visits: int = Field(default=2, ge=1, description="Most times one task is re-issued.")
     capacity: int = Field(default=64, ge=1, description="Most failed tasks queued per domain (the oldest go first).")
+    domains: list[str] = Field(default_factory=list, description="The domains whose failed tasks come back (empty: every "
+                               "domain); the others' draws are always fresh.")
     hint: str | None = Field(default=None, min_length=1, description="Text appended to a re-issued task's question for the first "
                              "`hint_share` of its episodes, `{answer}` standing for the task's target (a task whose "
                              "target is not a plain value comes back without it); every episode is trained against the "
@@ -140,6 +142,8 @@ class Revisits:
         """A finished group of ``task``: queue the task when the group failed and the task has
         visits left. Returns whether it was queued."""
         if not self.cfg.enabled or not rewards or sum(rewards) / len(rewards) > self.cfg.below:
+            return False
+        if self.cfg.domains and task.domain not in self.cfg.domains:
             return False
         if int(task.metadata.get(REVISIT, 0)) >= self.cfg.visits:
             return False

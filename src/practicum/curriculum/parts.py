@@ -55,7 +55,8 @@ class CurriculumConfig(Strict):
     def check_domains(self, names: list[str]) -> None:
         """Every per-domain entry must name a domain of the run (a typo is an error, not a no-op)."""
         for section, named in (("mixing.weights", self.mixing.weights), ("levels", self.levels),
-                               ("shaping", self.shaping), ("scaffold", self.scaffold), ("retain.domains", self.retain.domains)):
+                               ("shaping", self.shaping), ("scaffold", self.scaffold), ("retain.domains", self.retain.domains),
+                               ("revisit.domains", self.revisit.domains)):
             unknown = sorted(set(named) - set(names))
             if unknown:
                 raise ValueError(f"curriculum.{section}: no domain named {', '.join(unknown)} (domains: {', '.join(names)})")
