@@ -120,6 +120,31 @@ def test_logits_taken_a_chunk_at_a_time_train_as_the_full_logits(tiny_model_path
     assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
 
 
+def test_an_adapter_on_the_vocabulary_projection_is_trained_through_the_full_logits(tiny_model_path):
+    """LoRA on lm_head: the chunked path projects with the plain weight and would miss the adapter,
+    so the trainer takes the full logits there - the lm_head adapter gets the same gradient as
+    with logits_chunk 0, and a gradient at all."""
+    from practicum import algorithms as A
+
+    def trainer(chunk: int) -> Trainer:
+        torch.manual_seed(0)  # the same adapter initialisation for both
+        cfg = TrainerConfig(autocast_dtype="none", mode="lora", lr=1e-2, logits_chunk=chunk)
+        cfg.lora.target_modules = ["lm_head", "q_proj"]
+        return Trainer(tiny_model_path, cfg, AlgorithmConfig())
+
+    full, chunked = trainer(0), trainer(128)
+    norm = A.loss_normaliser([sum(s.mask) for s in SAMPLES], "token_mean", 0)
+    for tr in (full, chunked):
+        tr._accumulate(SAMPLES, norm, A.SURROGATES["none"], 1.0, {k: 0.0 for k in (
+            "loss", "kl", "entropy", "clip_frac", "tokens", "mismatch_abs_logp", "mismatch_kl", "is_truncated")})
+    head = {n: p.grad for n, p in chunked.model.named_parameters() if "lm_head" in n and "lora_" in n}
+    want = {n: p.grad for n, p in full.model.named_parameters() if "lm_head" in n and "lora_" in n}
+    assert head and all(g is not None for g in head.values())
+    assert any(float(g.abs().max()) > 0 for g in head.values())
+    for n, g in head.items():
+        torch.testing.assert_close(g, want[n], rtol=1e-4, atol=1e-7)
+
+
 def _entropy_at(tr: Trainer, samples: list[Sample]) -> float:
     """The policy's mean entropy over the samples' generated tokens, recomputed from scratch."""
     from practicum.algorithms import token_entropy
