@@ -246,7 +246,23 @@ def side_config(args: argparse.Namespace, side: str):
     raw.setdefault("eval", {}).update({"before": False, "after": False, "max_new_tokens": args.eval_tokens})
     if args.threads:
         raw["run"]["threads"] = args.threads
+    resolve_precision(raw)
     return validate_config(raw, f"{args.config} ({side})", base_dir=Path(args.config).parent)
+
+
+def resolve_precision(raw: dict[str, Any]) -> None:
+    """``auto`` precision (the engine's dtype, the trainer's autocast) replaced in ``raw`` by what it
+    resolves to on this machine: bf16 where the device computes it, fp32 elsewhere. A side's stored
+    recipe then says which it ran, and a side that ran the other is another recipe to ``--reuse``."""
+    from practicum.hardware import resolve_autocast, resolve_dtype
+
+    model, trainer = raw.setdefault("model", {}), raw.setdefault("trainer", {})
+    device = model.get("device", "cpu")
+    if model.get("engine_dtype", "auto") == "auto":
+        model["engine_dtype"] = str(resolve_dtype("auto", device)).removeprefix("torch.")
+    if trainer.get("autocast_dtype", "auto") == "auto":
+        dtype = resolve_autocast("auto", device)
+        trainer["autocast_dtype"] = "none" if dtype is None else str(dtype).removeprefix("torch.")
 
 
 def all_domains(args: argparse.Namespace):

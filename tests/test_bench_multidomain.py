@@ -230,6 +230,30 @@ def test_the_benchmark_config_validates_for_every_side(tmp_path):
         assert cfg.curriculum.shaping.keys() == own
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["bf16-cpu", "no-bf16-cpu"])
+def test_auto_precision_is_stored_as_what_this_machine_runs(tmp_path, monkeypatch, native):
+    """``auto`` precision resolves by the CPU: each side's config says which it ran (bf16 engine and
+    autocast on a CPU with bf16 instructions, fp32 on one without), so a side of the other kind is
+    another recipe to ``--reuse``; a precision the config names stays as named."""
+    from practicum import hardware
+
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: native)
+    sets = ["--set", "model.engine_dtype=auto", "--set", "trainer.autocast_dtype=auto"]
+    args = md.parse_args([*sets, "--out", str(tmp_path / "m.json")])
+    for side in ("base", "mixed", "single:products"):
+        cfg = md.side_config(args, side)
+        assert cfg.model.engine_dtype == ("bfloat16" if native else "float32")
+        assert cfg.trainer.autocast_dtype == ("bfloat16" if native else "none")
+    mine, defaults = md.side_recipe(args, "mixed")
+    other = {**mine, "model": {**mine["model"], "engine_dtype": "float32" if native else "bfloat16"}}
+    assert md.recipe_differences(other, mine, defaults=defaults) == [
+        f'model.engine_dtype: "{other["model"]["engine_dtype"]}" (this run: "{mine["model"]["engine_dtype"]}")']
+    named = md.parse_args(["--set", "model.engine_dtype=float32", "--set", "trainer.autocast_dtype=none",
+                           "--out", str(tmp_path / "n.json")])
+    cfg = md.side_config(named, "mixed")
+    assert (cfg.model.engine_dtype, cfg.trainer.autocast_dtype) == ("float32", "none")
+
+
 def test_single_checks_give_a_specialist_the_guards_checks_and_nothing_else(tmp_path):
     """--single-checks: a single side gets the drift guard's checks with reaction warn (a log line,
     no change to training), its own help kept; without the flag it has no guard; the mixed side's
