@@ -3,7 +3,7 @@ transformers' ``DynamicLayer`` and one padded prefill, on the multidomain benchm
 
 One GRPO step's generation, as the loop asks for it: 8 prompts x 8 samples, at most 48 new
 tokens, temperature 1.0, of the embedded SmolLM2-135M-Instruct (fp32, as
-benchmarks/multidomain.yaml runs it). Batches: ``mixed`` (two tasks of each of the four domains:
+benchmarks/multidomain.yaml ran it to its v10). Batches: ``mixed`` (two tasks of each of the four domains:
 arithmetic with four worked examples, products with none, decimals with two, equations with one
 - prompts of 60 to 260 tokens that share only the system prompt) and one batch per domain alone.
 
