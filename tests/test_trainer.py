@@ -13,7 +13,7 @@ import torch
 from practicum.config import AlgorithmConfig, TrainerConfig
 from practicum.errors import CheckpointError, ModelError
 from practicum.models import resolve_model
-from practicum.trainer import Sample, Trainer
+from practicum.trainer import Sample, Trainer, new_totals
 
 # Two sequences of the tiny vocabulary: a prompt (mask 0) then two generated tokens (mask 1).
 SAMPLES = [
@@ -104,8 +104,7 @@ def test_logits_taken_a_chunk_at_a_time_train_as_the_full_logits(tiny_model_path
     full, chunked = trainer(0), trainer(1)
     norm = A.loss_normaliser([sum(s.mask) for s in samples], "token_mean", 0)
     for tr in (full, chunked):
-        tr._accumulate(samples, norm, A.SURROGATES["none"], temperature, {k: 0.0 for k in (
-            "loss", "kl", "entropy", "clip_frac", "tokens", "mismatch_abs_logp", "mismatch_kl", "is_truncated")})
+        tr._accumulate(samples, norm, A.SURROGATES["none"], temperature, new_totals())
     grads = [(a.grad, b.grad) for a, b in zip(full.model.parameters(), chunked.model.parameters())]
     assert all(a is not None for a, _ in grads) and any(float(a.abs().max()) > 1e-3 for a, _ in grads)
     for a, b in grads:
@@ -135,8 +134,7 @@ def test_an_adapter_on_the_vocabulary_projection_is_trained_through_the_full_log
     full, chunked = trainer(0), trainer(128)
     norm = A.loss_normaliser([sum(s.mask) for s in SAMPLES], "token_mean", 0)
     for tr in (full, chunked):
-        tr._accumulate(SAMPLES, norm, A.SURROGATES["none"], 1.0, {k: 0.0 for k in (
-            "loss", "kl", "entropy", "clip_frac", "tokens", "mismatch_abs_logp", "mismatch_kl", "is_truncated")})
+        tr._accumulate(SAMPLES, norm, A.SURROGATES["none"], 1.0, new_totals())
     head = {n: p.grad for n, p in chunked.model.named_parameters() if "lm_head" in n and "lora_" in n}
     want = {n: p.grad for n, p in full.model.named_parameters() if "lm_head" in n and "lora_" in n}
     assert head and all(g is not None for g in head.values())

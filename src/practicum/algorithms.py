@@ -25,6 +25,9 @@ OffPolicy = Literal["none", "tis", "decoupled"]
 LrSchedule = Literal["constant", "linear", "cosine", "wsd"]
 GradientSurgery = Literal["none", "pcgrad"]
 
+# An advantage no larger than this is none: a group whose rewards are all equal centres to 0 (to rounding)
+NO_SIGNAL = 1e-8
+
 
 def group_advantages(rewards: torch.Tensor, kind: AdvantageKind = "grpo", eps: float = 1e-6) -> torch.Tensor:
     """Advantages of each episode relative to its group.

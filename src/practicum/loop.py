@@ -92,7 +92,7 @@ def build_samples(groups: list[Group], kind: A.AdvantageKind, rewards: dict[str,
     for g in groups:
         eps = [e for e in g.episodes if e.trainable]
         adv = advantages[g.id]
-        if all(abs(a) < 1e-9 for a in adv):  # nothing to train on, or all rewards equal (centred to 0): no signal
+        if all(abs(a) <= A.NO_SIGNAL for a in adv):  # nothing to train on, or all rewards equal (centred to 0): no signal
             uniform += 1
         adv = (overrides or {}).get(g.id, adv)
         for ep, a in zip(eps, adv):

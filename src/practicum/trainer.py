@@ -60,6 +60,12 @@ class Sample:
         return default if self.entropy_coef is None else self.entropy_coef
 
 
+def new_totals() -> dict[str, float]:
+    """An update's running sums, which ``Trainer._accumulate`` adds each micro-batch to."""
+    return {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "tokens": 0.0,
+            "mismatch_abs_logp": 0.0, "mismatch_kl": 0.0, "is_truncated": 0.0}
+
+
 def _prefix_len(s: Sample) -> int:
     """Length of the sample's leading context (mask 0): its first prompt."""
     for i, m in enumerate(s.mask):
@@ -213,7 +219,7 @@ class Trainer:
         algo = self.algo
         # a sample whose advantage is 0 has no policy gradient: it is skipped, unless a term without
         # the advantage (the KL penalty, or the entropy bonus when asked) still gives it one
-        keep = [s for s in samples if any(s.mask) and (abs(s.advantage) > 1e-8 or algo.kl_coef > 0
+        keep = [s for s in samples if any(s.mask) and (abs(s.advantage) > A.NO_SIGNAL or algo.kl_coef > 0
                                                        or (algo.entropy_all_samples and s.entropy_weight(algo.entropy_coef) > 0))]
         stats: dict[str, float] = {
             "samples": float(len(samples)),
@@ -229,8 +235,7 @@ class Trainer:
             return stats
         norm = A.loss_normaliser([sum(s.mask) for s in keep], algo.aggregation, algo.max_tokens_norm)
         surrogate = A.SURROGATES[algo.off_policy]
-        totals = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "tokens": 0.0,
-                  "mismatch_abs_logp": 0.0, "mismatch_kl": 0.0, "is_truncated": 0.0}
+        totals = new_totals()
         self.optimizer.zero_grad(set_to_none=True)
         params = [p for p in self.model.parameters() if p.requires_grad]
         by_domain: dict[str, list[Sample]] = {}

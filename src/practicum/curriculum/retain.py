@@ -31,11 +31,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from practicum.algorithms import NO_SIGNAL
 from practicum.curriculum.base import Strict
 from practicum.records import Group, Score
 from practicum.rollout import was_helped
-
-NO_SIGNAL = 1e-9  # a GRPO advantage below this is none (the trainer's own test is 1e-8)
 
 
 class RetainConfig(Strict):
