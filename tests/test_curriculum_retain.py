@@ -141,3 +141,24 @@ def test_the_loop_trains_mastered_groups_only_with_retain(tiny_run_config, tiny_
     assert run.trainer.version == (2 if samples else 0)
     with closing(Store(cfg.run.dir + "/store.sqlite")) as store:
         assert audit(store).ok
+
+
+@pytest.mark.parametrize("scale, signal", [(1.0, False), (2.0, True)], ids=["at-the-line", "above-it"])
+def test_the_loop_the_trainer_and_retain_draw_no_signal_at_one_line(tiny_model_path, monkeypatch, scale, signal):
+    """An advantage of at most ``algorithms.NO_SIGNAL`` is none for all three: the loop counts its group
+    uniform, retain may train a mastered group's reply instead, and the trainer skips its samples.
+    (They had 1e-9, 1e-9 and 1e-8: a group at 5e-9 was a signal to the loop and none to the trainer.)"""
+    import practicum.loop as loop
+    from practicum.algorithms import NO_SIGNAL
+    from practicum.config import AlgorithmConfig, TrainerConfig
+    from practicum.trainer import Sample, Trainer
+
+    g = group(["seven"] * 3)
+    tiny = [scale * NO_SIGNAL, -scale * NO_SIGNAL, 0.0]
+    monkeypatch.setattr(loop, "group_advantages", lambda groups, kind, rewards=None: {x.id: tiny for x in groups})
+    _, uniform = build_samples([g], "grpo")
+    assert uniform == (0.0 if signal else 1.0)
+    assert (retained_advantages(g, tiny, ON) is None) == signal
+    trainer = Trainer(tiny_model_path, TrainerConfig(autocast_dtype="none"), AlgorithmConfig())
+    samples = [Sample([1, 4, 7, 20, 2, 1, 5, 20, 20], [0] * 7 + [1, 1], [0.0] * 7 + [-3.5, -3.5], a) for a in tiny]
+    assert trainer.update(samples)["samples_trained"] == (2.0 if signal else 0.0)
