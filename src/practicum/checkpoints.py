@@ -26,6 +26,14 @@ class Checkpoints:
         self.keep = keep
         self.pinned: set[int] = set()  # steps whose checkpoint is never pruned (the drift guard's last good one)
 
+    @staticmethod
+    def folder_name(step: int) -> str:
+        """The folder name of step ``step``'s checkpoint (``step_000040``): sorts by step."""
+        return f"step_{step:06d}"
+
+    def path(self, step: int) -> Path:
+        return self.dir / self.folder_name(step)
+
     def all(self) -> list[Path]:
         if not self.dir.is_dir():
             return []
@@ -37,7 +45,7 @@ class Checkpoints:
 
     def save(self, trainer: Any, step: int, state: dict[str, Any]) -> Path:
         """Write step ``step``'s checkpoint through ``trainer.save`` and prune the oldest."""
-        path = self.dir / f"step_{step:06d}"
+        path = self.path(step)
         trainer.save(path, state)
         for old in self.all()[: -self.keep]:
             if int(old.name.split("_")[1]) not in self.pinned:
