@@ -1,4 +1,5 @@
-"""The `practicum ...` commands the docs and the README show are commands the CLI takes.
+"""The `practicum ...` commands the docs and the README show are commands the CLI takes, and the
+names their Python examples import from practicum exist.
 
 Every command line in a fenced block or an inline code span that starts with `practicum` (or
 `.venv/bin/practicum`) is checked without running it: the subcommand exists and takes those
@@ -9,6 +10,8 @@ A guide whose command the CLI would refuse is a guide that no longer runs.
 """
 from __future__ import annotations
 
+import ast
+import importlib
 import os
 import re
 import shlex
@@ -179,3 +182,25 @@ def test_a_documented_checkpoint_is_named_as_runs_write_them(where, path):
         steps, every = dirs[run_dir]
         assert step <= steps and (step % every == 0 or step == steps), \
             f"{where}: {run_dir} saves every {every} steps up to {steps}, not at {step}"
+
+
+def doc_imports() -> list[tuple[str, str, str]]:
+    """(page, module, name) for every `from practicum... import name` of the guides' Python blocks."""
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M):
+            tree = compile(block, page.name, "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "practicum":
+                    found += [(page.name, node.module, a.name) for a in node.names]
+    return found
+
+
+IMPORTS = doc_imports()
+
+
+def test_the_guides_python_imports_names_practicum_has():
+    assert len(IMPORTS) >= 5, IMPORTS  # the sandbox, terminal-task and tool guides import from practicum
+    missing = [f"{page}: from {mod} import {name}" for page, mod, name in IMPORTS
+               if not hasattr(importlib.import_module(mod), name)]
+    assert not missing, missing
