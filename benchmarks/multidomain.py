@@ -357,7 +357,8 @@ async def train_main(args: argparse.Namespace, sampler: RssSampler) -> dict[str,
         drift_evals.append({"step": step, "train_minutes": train_s / 60, "seconds": res.seconds,
                             "per_domain": {d: m.get("reward") for d, m in res.per_domain.items()},
                             "forgotten": forgotten,
-                            "lost_gained": {d: (moved[d].lost, moved[d].gained) for d in res.per_domain if d in moved}})
+                            "lost_gained": {d: (moved[d].lost, moved[d].gained) for d in res.per_domain if d in moved},
+                            "best_step": {d: moved[d].best_step for d in res.per_domain if d in moved}})
         log(f"[drift eval] {side} step {step} t={train_s / 60:.2f} min: "
             + " ".join(f"{d} {m.get('reward', 0):.3f}" + (f" (forgot {forgotten[d]:.0f})" if forgotten[d] else "")
                        for d, m in res.per_domain.items()) + f" ({res.seconds:.0f} s)")
@@ -638,6 +639,11 @@ def report(result: dict[str, Any], domains: list[str]) -> str:
             lines += ["", f"At its last check (step {last['step']}), held-out tasks each domain had right at an earlier check "
                       "and not now (forgotten; the mean can hold while it forgets): " + ", ".join(
                           f"{d} {n:.0f}" for d, n in last["forgotten"].items() if n is not None) + "."]
+        moved = {d: lg for d, lg in (last.get("lost_gained") or {}).items() if (last.get("best_step") or {}).get(d) is not None}
+        if moved:  # results written before the best check's step was kept report forgotten tasks alone
+            lines += ["", "Against each domain's best earlier check, the tasks it lost and gained (the drift guard's "
+                      "paired test): " + ", ".join(f"{d} -{lost:.0f} +{gained:.0f} (best at step {last['best_step'][d]})"
+                                                  for d, (lost, gained) in moved.items()) + "."]
     if result.get("reused"):
         lines += ["", f"Sides taken from `{result['reused']['from']}` (an earlier run, paired on the same held-out tasks): "
                   + ", ".join(f"{s} (run started {result['sides'][s].get('reused_from')}"

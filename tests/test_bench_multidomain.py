@@ -149,6 +149,13 @@ def test_target_verdict_on_made_up_sides():
     text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
                       "machine": _machine(), "command": "x"}, ["a", "b"])
     assert "At its last check (step 4)" in text and "a 0, b 3." in text and "drift guard: 2 held-out checks" in text
+    assert "lost and gained" not in text  # results written before the best step was kept: no line
+    # and what moved against the best earlier check, which the guard's paired test weighed
+    result["sides"]["mixed"]["drift"]["evals"][-1].update(lost_gained={"a": [1, 2], "b": [5, 1]},
+                                                          best_step={"a": 0, "b": 2})
+    text = md.report({**result, "analysis": a, "settings": {"minutes": 1, "eval_tokens": 64, "drift_eval_size": 5},
+                      "machine": _machine(), "command": "x"}, ["a", "b"])
+    assert "a -1 +2 (best at step 0), b -5 +1 (best at step 2)." in text
     assert "Machine speed" not in text  # results written before the probe have none: no line
     # the speed probes: the median of each side's, where it has any
     result["sides"]["mixed"]["speed"] = [{"step": 0, "gflops": 190.0}, {"step": 4, "gflops": 118.0},
