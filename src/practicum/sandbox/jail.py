@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 
 from practicum.errors import SandboxError
-from practicum.sandbox import shipped
+from practicum.sandbox import hidden, shipped
 from practicum.sandbox.base import Limits, SessionOptions
 from practicum.sandbox.cgroups import SessionCgroups, memsw_available
 
@@ -165,6 +165,7 @@ class Jail:
                 raise SandboxError(f"bind: {b.host!r} must be {'writable' if b.writable else 'readable'} by other "
                                    f"users (programs run as an unprivileged uid): chmod o+rX{'w' if b.writable else ''}")
             binds.append((os.path.realpath(b.host), b.inside, b.writable))
+        shown = list(binds)  # host path -> path inside, before any is staged
         stage: list[tuple[str, str, bool]] = []  # (host path, staged path, is_dir)
         args = [self.nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "-D", options.workdir,
                 "-u", f"0:{uid_base}:1", "-u", f"{EXEC_UID}:{uid_base + 1}:1",
@@ -194,6 +195,8 @@ class Jail:
         for folder in options.roots:
             perms = "1777" if folder == "/tmp" else "0755"
             args += ["-m", f"none:{folder}:tmpfs:{tmpfs_options(ws, f'uid={EXEC_UID},gid={EXEC_UID},mode={perms}')}"]
+        for inside, is_dir in hidden.masks(shown):  # task data the interpreter's folders would show
+            args += ["-m", f"none:{inside}:tmpfs:size=4096,nr_inodes=16,mode=0555"] if is_dir else ["-R", f"/dev/null:{inside}"]
         if "/tmp" not in options.roots:  # present but not writable; TMPDIR points at the scratch folder
             args += ["-m", "none:/tmp:tmpfs:size=16384,nr_inodes=16,mode=0555"]
         args += ["-m", f"none:{SCRATCH}:tmpfs:{tmpfs_options(ws, f'uid={EXEC_UID},gid={EXEC_UID},mode=0700')}",

@@ -9,8 +9,10 @@ in new user, PID, mount, network, IPC and UTS namespaces built by nsjail
 * network: its own network namespace with only ``lo`` up, so not even the host's loopback
   services are reachable (``Limits.network=True`` shares the host network instead);
 * files: a read-only view of ``/usr``, ``/etc`` and the Python installation (interpreter,
-  stdlib, site-packages: ``python`` and ``pytest`` work inside), device nodes null/zero/full/
-  random/urandom, and private size-capped tmpfs mounts: the workspace (``/workspace`` by
+  stdlib, site-packages: ``python`` and ``pytest`` work inside; task data there, such as a
+  benchmark's answer key shipped in a package, is an empty folder or file:
+  :mod:`practicum.sandbox.hidden`), device nodes null/zero/full/random/urandom, and private
+  size-capped tmpfs mounts: the workspace (``/workspace`` by
   default, the session's ``workdir``; ``Limits.workspace_mb``), each of the session's
   ``extra_dirs`` (same cap each), ``/scratch`` (same cap; ``TMPDIR``) and ``/dev/shm``. Every
   other path refuses writes: ``/`` and ``/tmp`` are read-only (list ``/tmp`` in ``extra_dirs``

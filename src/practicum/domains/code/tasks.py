@@ -151,10 +151,15 @@ def load_task_folder(folder: Path) -> CodeTask:
 
 
 def load_tasks(path: str | Path) -> list[CodeTask]:
-    """Code tasks from a .jsonl file, a .json file, a task folder, or a folder of these."""
+    """Code tasks from a .jsonl file, a .json file, a task folder, or a folder of these. The
+    path is hidden from sandbox sessions started afterwards (it holds the hidden tests and
+    reference solutions; :mod:`practicum.sandbox.hidden`)."""
+    from practicum.sandbox.hidden import hide
+
     path = Path(path)
     if not path.exists():
         raise TaskError(f"no such task file or folder: {path}")
+    hide(path)
     if path.is_dir():
         if (path / "task.json").is_file():
             return [load_task_folder(path)]
