@@ -333,3 +333,14 @@ def test_the_training_loop_runs_on_the_code_domain(tmp_path, tiny_model_path, wr
     episodes = [e for g in groups for e in g.episodes]
     assert all(e.domain == "code" and e.score is not None and e.turns for e in episodes)
     assert all(e.info.end_reason == "done" or e.errors for e in episodes)  # verified, or ended at the turn limit
+
+
+def test_loading_code_tasks_hides_their_files_from_later_sandboxes(monkeypatch, tmp_path):
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "_hidden", set())
+    f = tmp_path / "mine.jsonl"
+    f.write_text(json.dumps({"prompt": "def f(x):\n    \"\"\"x + 1\"\"\"\n", "entry_point": "f",
+                             "test": "def check(candidate):\n    assert candidate(1) == 2\n"}) + "\n")
+    load_tasks(f)
+    assert hidden.registered() == (str(f.resolve()),)

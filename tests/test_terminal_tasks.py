@@ -385,3 +385,16 @@ def test_bad_rewards_are_verifier_failures(tmp_path, name, content, expected):
 def test_no_reward(tmp_path):
     with pytest.raises(VerifierFailure, match="wrote no reward"):
         read_reward(tmp_path)
+
+
+def test_loading_a_task_hides_its_tests_and_solution_from_later_sandboxes(monkeypatch):
+    from practicum.domains.terminal.tasks import load_task, load_tasks
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "_hidden", set())
+    folder = REPO / "tasks" / "terminal" / "fix-leap-years"
+    load_task(folder)
+    assert set(hidden.registered()) == {str((folder / "tests").resolve()), str((folder / "solution").resolve())}
+    monkeypatch.setattr(hidden, "_hidden", set())
+    n = len(load_tasks(REPO / "tasks" / "terminal"))
+    assert len(hidden.registered()) == 2 * n and all(p.endswith(("/tests", "/solution")) for p in hidden.registered())

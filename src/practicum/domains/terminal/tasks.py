@@ -394,17 +394,26 @@ class TerminalTask(BaseModel):
 
 def load_task(path: str | Path) -> TerminalTask:
     """Load one task folder. Raises :class:`~practicum.errors.TaskError` listing every error
-    :func:`check_task` finds (warnings do not stop loading)."""
+    :func:`check_task` finds (warnings do not stop loading). Its ``tests/`` and ``solution/``
+    are hidden from sandbox sessions started afterwards (:mod:`practicum.sandbox.hidden`)."""
     task, problems = _inspect(Path(path))
     errors = [p for p in problems if p.severity == "error"]
     if errors or task is None:
         raise TaskError(f"task folder {path} is invalid:\n" + "\n".join(f"  {p}" for p in errors))
+    _hide_answers(Path(path))
     return task
+
+
+def _hide_answers(folder: Path) -> None:
+    from practicum.sandbox.hidden import hide
+
+    hide(*(folder / d for d in ("tests", "solution") if (folder / d).exists()))
 
 
 def load_tasks(root: str | Path) -> list[TerminalTask]:
     """Load a folder of task folders (every subfolder with a task.toml, by name), or ``root``
-    itself when it is a task folder. Errors of all tasks are reported together."""
+    itself when it is a task folder. Errors of all tasks are reported together. Like
+    :func:`load_task`, hides each task's tests and solution from later sandbox sessions."""
     root = Path(root)
     if not root.is_dir():
         raise TaskError(f"{root}: not a folder of terminal tasks")
@@ -420,6 +429,7 @@ def load_tasks(root: str | Path) -> list[TerminalTask]:
         errors += errs
         if task is not None and not errs:
             tasks.append(task)
+            _hide_answers(d)
     if errors:
         raise TaskError(f"{len(errors)} problem(s) in {root}:\n" + "\n".join(f"  {p}" for p in errors))
     return tasks
