@@ -758,3 +758,53 @@ def test_hidden_paths_are_masked_after_the_binds_that_would_show_them(monkeypatc
     assert hidden.masks([(repo, "/src", False)]) == [(f"/src/{os.path.basename(here)}", True)]
     hidden.hide(__file__)  # inside a hidden folder: the folder's mask covers it
     assert hidden.hidden_paths() == [here]
+
+
+# --- hostile programs found here (tests/hostile/, the shared corpus's contract) -----------------
+LOCAL_HOSTILE = Path(__file__).resolve().parent / "hostile"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOCAL_HOSTILE.glob("*.py")))
+def test_local_hostile_programs_are_contained(name: str) -> None:
+    import socket
+    import sysconfig
+
+    source = (LOCAL_HOSTILE / name).read_text()
+    host_name = socket.gethostname()
+    planted = [Path(sysconfig.get_paths()[k]) / "zz_hostile.pth" for k in ("purelib", "stdlib")]
+    fills = [Path("/dev/shm/fill"), Path("/tmp/fill")]
+    assert not any(p.exists() for p in planted + fills), "stale files from an earlier run"
+
+    async def one(mode: str) -> ExecResult:
+        async with await get_sandbox().session(Limits()) as s:
+            res = await run_mode(s, mode, name, source)
+            again = await s.run_python("print(6 * 7)")  # the session survived whatever it did
+            assert again.stdout == "42\n", (mode, again)
+            assert_nothing_left(s)  # type: ignore[arg-type]
+            return res
+
+    async def both() -> list[ExecResult]:
+        return await asyncio.gather(*(one(m) for m in MODES))
+
+    for mode, res in zip(MODES, run(both())):  # type: ignore[call-overload]
+        assert "ESCAPED" not in res.stdout, f"{name} ({mode}) escaped: {res.stdout}"
+        assert res.status in ("ok", "killed"), (mode, res)
+        if name == "core_dump.py":
+            assert res.status == "killed" and "SIGSEGV" in res.detail, res
+    assert socket.gethostname() == host_name
+    assert not any(p.exists() for p in planted + fills)
+    assert not list(Path.cwd().glob("core*"))
+
+
+def test_the_answer_key_program_finds_the_key_when_nothing_is_hidden(monkeypatch) -> None:
+    """The control of tests/hostile/answer_key.py: with task data shown, it escapes."""
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "DATA_PACKAGES", ())
+    monkeypatch.setattr(hidden, "_hidden", set())
+
+    async def go() -> ExecResult:
+        async with await get_sandbox().session(Limits()) as s:
+            return await s.run_python((LOCAL_HOSTILE / "answer_key.py").read_text())
+
+    assert "ESCAPED: answer key readable at" in run(go()).stdout  # type: ignore[union-attr]
