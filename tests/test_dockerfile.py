@@ -58,6 +58,21 @@ def test_heredoc_run_and_substitution_forms():
     assert substitute("$NOPE", {})[1] == {"NOPE"}
 
 
+def test_heredocs_as_buildkit_reads_them():
+    """A blank after `<<` (`python3 << 'EOF'`, common in real tasks) is a here-document, as in
+    BuildKit; a line that is only a here-document runs its body; a command keeps its
+    here-documents with their terminators; `$((1 << 2))` is a shift, not a here-document."""
+    text = ("FROM x\nRUN mkdir -p /d && python3 << 'INIT'\nimport os\nprint(1)\nINIT\nRUN echo after\n"
+            "RUN <<EOF\necho one\nEOF\nRUN cat > /f <<-EOF\n\thello $HOME\n\tEOF\nRUN echo $((1 << 2))\n")
+    r = parse_dockerfile(text)
+    assert r.problems == []
+    assert [s.argv[2] for s in r.steps] == [
+        "mkdir -p /d && python3 << 'INIT'\nimport os\nprint(1)\nINIT\n", "echo after", "echo one\n",
+        "cat > /f <<-EOF\nhello $HOME\nEOF\n", "echo $((1 << 2))"]
+    shebang = parse_dockerfile("FROM x\nRUN <<EOF\n#!/usr/bin/env python3\nprint(6 * 7)\nEOF\n").steps[0].argv[2]
+    assert "#!/usr/bin/env python3\nprint(6 * 7)\n" in shebang and '"$f"' in shebang  # run as a file
+
+
 def test_no_from_is_a_problem():
     assert "before the first FROM" in str(parse_dockerfile("RUN echo hi\n").problems[0])
     assert "no FROM" in str(parse_dockerfile("# only a comment\n").problems[0])
@@ -130,6 +145,28 @@ def test_copy_run_and_layer_as_docker_does_them(tmp_path, monkeypatch):
     assert r.stdout.split() == ["one", "two", "one", "two", "ran", "hello", "only", "root", "may", "read", "packed",
                                 "1234", "/server", "issue-gone", "no-data-folder", "hello"]
     assert image.workdir == "/app"
+
+
+def test_heredoc_run_lines_run_as_buildkit_runs_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\nENV WHO=world\n"
+                                    "RUN mkdir -p /app/data && python3 << 'INIT_DB'\n"
+                                    "import sqlite3\nsqlite3.connect('/app/data/x.db').execute('create table t (a)')\nINIT_DB\n"
+                                    "RUN <<EOF\necho body > body.txt\necho \"$WHO\" >> body.txt\nEOF\n"
+                                    "RUN <<EOF\n#!/usr/bin/env python3\nopen('/app/py.txt', 'w').write(str(6 * 7))\nEOF\n"
+                                    "RUN cat > quoted.txt <<'EOF'\n$WHO stays\nEOF\n")
+
+    async def go():
+        image = await build_image(dockerfile)
+        s = await get_sandbox().session(workdir="/app", container=image.container())
+        try:
+            return await s.exec(["bash", "-c", "ls data; cat body.txt py.txt quoted.txt"])
+        finally:
+            await s.close()
+
+    r = asyncio.run(go())
+    assert r.ok, r
+    assert r.stdout.split("\n") == ["x.db", "body", "world", "42$WHO stays", ""]
 
 
 def test_a_failing_run_line_names_its_line_and_output(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ from practicum.domains.terminal.tasks import (
     parse_reward,
     read_reward,
 )
-from practicum.errors import VerifierFailure
+from practicum.errors import TaskError, VerifierFailure
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PRACTICUM_SHARED", REPO.parent / "shared"))
@@ -153,20 +153,43 @@ def test_unused_fields_name_real_fields_and_say_why():
     ("[verifier]\ntimeout_secs = 5\n", "[verifier] timeout_secs: unknown field (Harbor's fields here: timeout_sec, env"),
     ("[verifier.environment]\ncpu = 2\n", "[verifier] environment.cpu: unknown field (Harbor's fields here: cpus,"),
     ("[[verifier.collect]]\ncommand = 'x'\nwhen = 'after'\n", "[verifier] collect[0].when: unknown field"),
-    ("artifacts = [{ src = '/app/x' }]\n", "artifacts[0].src: unknown field (Harbor's fields here: source, destination"),
     ("[environment]\nworkdirs = '/app'\n", "[environment] workdirs: unknown field"),
     ("[environment.healthcheck]\ncommand = 'true'\nretry = 3\n", "[environment] healthcheck.retry: unknown field"),
     ("skill_dir = '/skills'\n", "skill_dir: unknown field (Harbor's fields here: schema_version, version,"),
 ])
-def test_unknown_fields_are_refused_naming_file_and_field(tmp_path, toml, expected):
+def test_unknown_fields_are_warned_about_naming_file_and_field_and_ignored_as_harbor_does(tmp_path, toml, expected):
+    """Harbor ignores a field it does not know (real tasks carry [task] format, workstream,
+    difficulty...): the task loads, and the warning still shows a misspelt field."""
     d = make_task(tmp_path, toml=toml)
-    errs = [p for p in check_task(d) if p.severity == "error"]
-    assert errs and all(p.file == d.resolve() / "task.toml" for p in errs)
-    assert any(expected in p.message for p in errs), [p.message for p in errs]
+    found = check_task(d)
+    said = [p for p in found if p.severity == "warning" and p.file == d.resolve() / "task.toml"]
+    assert any(expected in p.message and "ignored, as Harbor ignores it" in p.message for p in said), found
+    assert [p for p in found if p.severity == "error"] == []
+    assert load_task(d).spec is not None
+
+
+@pytest.mark.parametrize(("toml", "unknown", "invalid"), [
+    ("[verifier]\ntimeout_secs = 5\n[environment]\nworkdir = 'app'\n", "[verifier] timeout_secs: unknown field",
+     "must be an absolute path"),
+    ("artifacts = [{ src = '/app/x' }]\n", "artifacts[0].src: unknown field (Harbor's fields here: source, destination",
+     "artifacts[0].source: Field required"),
+])
+def test_an_unknown_field_beside_an_invalid_value_still_refuses_the_task(tmp_path, toml, unknown, invalid):
+    d = make_task(tmp_path, toml=toml)
+    found = check_task(d)
+    assert any(p.severity == "error" and invalid in p.message for p in found), found
+    assert any(p.severity == "warning" and unknown in p.message for p in found), found
+    with pytest.raises(TaskError):
+        load_task(d)
+
+
+def test_both_version_spellings_read_schema_version_and_say_so(tmp_path):
+    d = make_task(tmp_path, toml="version = '1.0'\nschema_version = '1.4'\n")
+    assert load_task(d).spec.version == "1.4"
+    assert any("schema_version is read" in p.message for p in check_task(d) if p.severity == "warning")
 
 
 @pytest.mark.parametrize(("toml", "expected"), [
-    ("version = '1.0'\nschema_version = '1.4'\n", "either version or schema_version"),
     ("artifacts = ['/app/../../etc/passwd']\n", "must not contain '..'"),
     ("artifacts = [{ source = '/app/x', destination = '/abs' }]\n", "must be relative"),
     ("[verifier]\nenvironment_mode = 'shared'\n[verifier.environment]\ncpus = 2\n", "cannot have a [verifier.environment]"),

@@ -137,7 +137,7 @@ def logical_lines(text: str) -> list[tuple[int, str, list[str]]]:
             i += 1
             break
         bodies: list[str] = []
-        for hm in re.finditer(r"<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2", buf):
+        for hm in HEREDOC.finditer(buf):
             strip_tabs, word = hm.group(1) == "-", hm.group(3)
             body: list[str] = []
             while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
@@ -147,6 +147,26 @@ def logical_lines(text: str) -> list[tuple[int, str, list[str]]]:
             bodies.append("\n".join(body) + "\n")
         out.append((start, buf.strip(), bodies))
     return out
+
+
+# a here-document: ``<<EOF``, ``<<-EOF``, ``<<'EOF'``, ``<< "EOF"`` (BuildKit allows blanks after
+# ``<<``, as the shell does); the word starts with a letter or ``_``, so ``$((1 << 2))`` is not one
+HEREDOC = re.compile(r"(?<![<\w])<<(-?)[ \t]*([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2")
+
+
+def _heredoc_script(rest: str, bodies: list[str]) -> str:
+    """The shell script of ``RUN`` with here-documents, as BuildKit runs it: a line that is only
+    a here-document runs its body; otherwise the command line runs with each body and its
+    terminator after it (quoting and ``<<-`` kept, so the shell expands or strips as written)."""
+    words = list(HEREDOC.finditer(rest))
+    if len(words) == 1 and rest.strip() == words[0].group(0):
+        if not bodies[0].startswith("#!"):
+            return bodies[0]
+        # a script with its own interpreter line runs as a file, as BuildKit runs it
+        end = "PRACTICUM_SCRIPT_END"
+        return (f'f=$(mktemp) && cat > "$f" <<\'{end}\'\n{bodies[0]}{end}\n'
+                f'chmod +x "$f" && "$f"; status=$?; rm -f "$f"; exit $status\n')
+    return rest + "\n" + "".join(body + m.group(3) + "\n" for m, body in zip(words, bodies))
 
 
 def substitute(value: str, variables: dict[str, str]) -> tuple[str, set[str]]:
@@ -276,9 +296,7 @@ def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> Ima
             if arr is not None:
                 recipe.steps.append(Run(line, tuple(arr), ctx(), rest))
             else:
-                script = rest
-                if bodies:  # RUN <<EOF ... EOF: the body is the script (piped to the shell)
-                    script = rest + "\n" + "".join(bodies) + "\n"
+                script = _heredoc_script(rest, bodies) if bodies else rest
                 recipe.steps.append(Run(line, (*shell, script), ctx(), rest))
         elif word in ("COPY", "ADD"):
             step = _copy(word, rest, line, ctx(), variables, bodies, problem)

@@ -561,11 +561,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         except OSError as e:
             err(tp, f"unreadable: {e.strerror or e}")
         else:
-            try:
-                spec = TaskSpec.model_validate(raw)
-            except ValidationError as e:
-                for problem in e.errors():
-                    err(tp, _field_message(problem))
+            spec = _validate_spec(raw, tp, err, warn)
     if spec is not None:
         _check_spec(spec, tp, err, warn)
 
@@ -645,6 +641,47 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         dockerfile=dockerfile,
     )
     return task, problems
+
+
+IGNORED_FIELD = "; ignored, as Harbor ignores it"
+
+
+def _validate_spec(raw: dict[str, Any], tp: Path, err: Any, warn: Any) -> TaskSpec | None:
+    """task.toml read as Harbor reads it: a field Harbor does not know is ignored there, so here
+    it is a warning (a typo still shows), and the rest is validated without it; both
+    ``version`` and ``schema_version`` (Harbor's older and newer names) take ``schema_version``."""
+    if isinstance(raw.get("schema_version"), str) and "version" in raw:
+        warn(tp, f"both version = {raw['version']!r} and schema_version = {raw['schema_version']!r}: "
+                 "schema_version is read")
+        raw = {k: v for k, v in raw.items() if k != "version"}
+    for _ in range(2):  # the second pass only ever sees what the first did not take out
+        try:
+            return TaskSpec.model_validate(raw)
+        except ValidationError as e:
+            unknown = [p for p in e.errors() if p["type"] == "extra_forbidden"]
+            if len(unknown) < len(e.errors()) or not unknown:
+                for problem in e.errors():
+                    if problem["type"] == "extra_forbidden":
+                        warn(tp, _field_message(problem) + IGNORED_FIELD)
+                    else:
+                        err(tp, _field_message(problem))
+                return None
+            for problem in unknown:
+                warn(tp, _field_message(problem) + IGNORED_FIELD)
+                raw = _without(raw, list(problem["loc"]))
+    return None
+
+
+def _without(data: Any, loc: list[Any]) -> Any:
+    """``data`` without the key at ``loc`` (a copy of each table on the way)."""
+    if not loc or not isinstance(data, (dict, list)):
+        return data
+    head, *rest = loc
+    if isinstance(data, list):
+        return [(_without(v, rest) if i == head else v) for i, v in enumerate(data)]
+    if not rest:
+        return {k: v for k, v in data.items() if k != head}
+    return {k: (_without(v, rest) if k == head else v) for k, v in data.items()}
 
 
 def _reserved(workdir: str) -> bool:
