@@ -182,3 +182,36 @@ def test_copy_of_a_missing_source_fails_the_build(tmp_path, monkeypatch):
     dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nCOPY nothing-here.txt /app/\n")
     with pytest.raises(ImageBuildError, match="nothing-here.txt"):
         asyncio.run(build_image(dockerfile))
+
+
+def test_copy_from_uvs_image_is_served_from_pypi_and_other_images_are_refused():
+    r = parse_dockerfile("FROM python:3.12-slim\nCOPY --from=ghcr.io/astral-sh/uv:0.8.15 /uv /uvx /bin/\n"
+                         "COPY --from=ghcr.io/astral-sh/uv:latest /uv /usr/local/bin/uv\n")
+    assert r.problems == []
+    assert [(s.sources, s.dest, s.tool) for s in r.steps] == [(("/uv", "/uvx"), "/bin", ("uv", "==0.8.15")),
+                                                             (("/uv",), "/usr/local/bin/uv", ("uv", ""))]
+    for line, why in [("COPY --from=builder /out /x", "another stage or image is not supported"),
+                      ("COPY --from=ghcr.io/astral-sh/uv@sha256:ab12 /uv /bin/", "pin its version tag"),
+                      ("COPY --from=ghcr.io/astral-sh/uv:0.8 /etc/passwd /x", "served with /uv, /uvx only"),
+                      ("COPY --from=ghcr.io/astral-sh/uv:python3.12-bookworm /uv /bin/", "tag 'python3.12-bookworm'")]:
+        problems = parse_dockerfile(f"FROM x\n{line}\n").problems
+        assert len(problems) == 1 and why in problems[0].message and problems[0].line == 2, (line, problems)
+
+
+def test_copy_from_uvs_image_builds_with_the_release_it_names(tmp_path, monkeypatch):
+    """uv's own documented install line, built for real: the binaries of that release, from the
+    package registry (the machine's only network), land where the line puts them."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM python:3.12-slim\nCOPY --from=ghcr.io/astral-sh/uv:0.8.15 /uv /uvx /bin/\n")
+
+    async def go():
+        image = await build_image(dockerfile)
+        s = await get_sandbox().session(container=image.container())
+        try:
+            return await s.exec(["bash", "-c", "uv --version; uvx --version; ls -l /bin/uv | cut -c1-10"])
+        finally:
+            await s.close()
+
+    r = asyncio.run(go())
+    assert r.ok, r
+    assert r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15", "-rwxr-xr-x"], r.stdout

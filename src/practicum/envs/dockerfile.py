@@ -15,7 +15,8 @@ unpacked by ``ADD``. ``FROM`` starts a stage (the last one is the image); its im
 only recorded: every image is built over the machine's own root filesystem.
 
 What is refused with a reason (a :class:`DockerProblem`): ``ADD`` of a URL or git repository,
-``COPY --from`` another stage or image, ``RUN --mount``, sources that leave the build context.
+``COPY --from`` another stage or image (except the tool images of :data:`TOOL_IMAGES`, whose
+files come from PyPI), ``RUN --mount``, sources that leave the build context.
 What is ignored: ``CMD``, ``ENTRYPOINT``, ``EXPOSE``, ``LABEL``, ``VOLUME``, ``HEALTHCHECK``,
 ``STOPSIGNAL``, ``ONBUILD``, ``MAINTAINER`` (nothing is started from the image but the agent's
 shell and the verifier).
@@ -67,6 +68,7 @@ class Copy:
     chmod: str | None
     unpack: bool  # ADD: local tar archives are unpacked into dest
     context: Context
+    tool: tuple[str, str] | None = None  # COPY --from a tool image (TOOL_IMAGES): (tool, version spec)
 
 
 @dataclass(frozen=True)
@@ -324,9 +326,13 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
     if bodies:
         problem(line, f"{word} with a heredoc is not supported")
         return None
+    tool = None
     if "from" in flags:
-        problem(line, f"{word} --from={flags['from']}: copying from another stage or image is not supported")
-        return None
+        image = substitute(flags.pop("from"), variables)[0]
+        tool = tool_image(image)
+        if isinstance(tool, str):
+            problem(line, f"{word} --from={image}: {tool}")
+            return None
     unknown = set(flags) - {"chown", "chmod", "link", "parents"}
     if unknown:
         problem(line, f"{word}: unsupported option(s) {', '.join('--' + u for u in sorted(unknown))}")
@@ -344,10 +350,47 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
         if norm == ".." or norm.startswith("../"):
             problem(line, f"{word} {s}: the source leaves the build context (environment/)")
             return None
+    if tool is not None:
+        files = TOOL_IMAGES[tool[0]][1]
+        sources = [posixpath.normpath("/" + src.lstrip("/")) for src in sources]
+        unknown_files = [src for src in sources if src not in files]
+        if unknown_files:
+            problem(line, f"{word} --from: the {tool[0]} image is served with {', '.join(files)} only, not "
+                          f"{', '.join(unknown_files)}")
+            return None
     dest_is_dir = dest.endswith("/") or len(sources) > 1 or any(_is_glob(s) for s in sources)
     absolute = posixpath.normpath(posixpath.join(context.workdir, dest))
     return Copy(line, tuple(sources), absolute, dest_is_dir or dest in (".", "./"), flags.get("chown"),
-                flags.get("chmod"), word == "ADD", context)
+                flags.get("chmod"), word == "ADD", context, tool)
+
+
+# Images that ship a tool for ``COPY --from=IMAGE`` (uv's documentation installs it so: ``COPY
+# --from=ghcr.io/astral-sh/uv:0.8.15 /uv /uvx /bin/``): the same binaries come from the tool's
+# PyPI wheel of the tag's version (:func:`practicum.envs.images.tool_files`), as registries are
+# what the build reaches. Name -> (image pattern with the tag as group "tag", files it serves).
+TOOL_IMAGES: dict[str, tuple[re.Pattern[str], tuple[str, ...]]] = {
+    "uv": (re.compile(r"^(?:ghcr\.io/)?astral-sh/uv(?::(?P<tag>[^@]+))?(?P<digest>@\S+)?$"), ("/uv", "/uvx")),
+}
+
+
+def tool_image(image: str) -> tuple[str, str] | str:
+    """(tool, pip version spec) for an image of :data:`TOOL_IMAGES`, else why it cannot be copied from."""
+    for name, (pattern, _) in TOOL_IMAGES.items():
+        m = pattern.match(image)
+        if m is None:
+            continue
+        tag = m.group("tag") or "latest"
+        if m.group("digest"):
+            return f"an image pinned by digest cannot be matched to a {name} release; pin its version tag instead"
+        if tag == "latest":
+            return name, ""
+        if re.fullmatch(r"\d+\.\d+\.\d+", tag):
+            return name, f"=={tag}"
+        if re.fullmatch(r"\d+\.\d+", tag):
+            return name, f"=={tag}.*"
+        return f"tag {tag!r}: only the {name} binaries' own images (latest, X.Y, X.Y.Z) are served"
+    return ("copying from another stage or image is not supported (images are never pulled; the binaries of "
+            + ", ".join(f"{n}'s images" for n in TOOL_IMAGES) + " are served from PyPI)")
 
 
 def _is_glob(s: str) -> bool:

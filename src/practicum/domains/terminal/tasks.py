@@ -716,7 +716,7 @@ def _missing_copy_sources(recipe: ImageRecipe, context: Path) -> list[str]:
     """COPY/ADD sources that are not in the build context (the build would fail on them)."""
     out = []
     for step in recipe.steps:
-        if isinstance(step, Copy):
+        if isinstance(step, Copy) and step.tool is None:  # a tool image's files come from PyPI
             for src in step.sources:
                 rel = src.lstrip("/") or "."
                 found = glob.glob(rel, root_dir=context) if any(c in rel for c in "*?[") else os.path.lexists(context / rel)
