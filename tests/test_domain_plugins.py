@@ -149,3 +149,18 @@ def test_envs_show_prints_sample_tasks_with_their_reference_and_its_score():
     assert "reference: <answer>" in text.output and "score 1.000" in text.output
     bad = runner.invoke(app, ["envs", "show", "terminal"])
     assert bad.exit_code == 2 and "source: Field required" in bad.output
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.jsonl"])
+def test_every_plugin_refuses_json_nested_past_the_parsers_depth_as_a_task_error(tmp_path, name):
+    """json.loads raises RecursionError, not JSONDecodeError, on 5,000 nested lists: a task
+    file like that is a TaskError naming the file, for every installed plugin."""
+    from practicum.errors import TaskError
+
+    deep = "[" * 5000 + "]" * 5000
+    path = tmp_path / name
+    path.write_text(deep if name.endswith(".json") else '{"a": 1}\n' + deep + "\n")
+    for plugin in plugin_names():
+        with pytest.raises(TaskError) as e:
+            get_plugin(plugin).load_task(path)
+        assert str(path) in str(e.value), (plugin, e.value)

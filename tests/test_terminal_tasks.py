@@ -407,3 +407,9 @@ def test_loading_a_task_hides_its_tests_and_solution_from_later_sandboxes(monkey
     monkeypatch.setattr(hidden, "_hidden", set())
     n = len(load_tasks(REPO / "tasks" / "terminal"))
     assert len(hidden.registered()) == 2 * n and all(p.endswith(("/tests", "/solution")) for p in hidden.registered())
+
+
+def test_a_reward_json_nested_past_the_parsers_depth_is_a_verifier_failure(tmp_path):
+    (tmp_path / "reward.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(VerifierFailure, match="not JSON"):
+        read_reward(tmp_path)

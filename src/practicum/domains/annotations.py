@@ -303,6 +303,8 @@ def load_annotated(path: Path | str, comparators: Mapping[str, Comparator] | Non
     try:
         whole = json.loads(text)
         items = ([(f"[{i}]", x) for i, x in enumerate(whole)] if isinstance(whole, list) else [("", whole)])
+    except RecursionError:
+        raise TaskError(f"{path}: not valid JSON (nested too deeply)") from None
     except json.JSONDecodeError as e:
         lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
         if len(lines) < 2:
@@ -312,6 +314,8 @@ def load_annotated(path: Path | str, comparators: Mapping[str, Comparator] | Non
                 items.append((f":{n}", json.loads(ln)))
             except json.JSONDecodeError as e2:
                 raise TaskError(f"{path}:{n}: not valid JSON ({e2.msg})") from None
+            except RecursionError:
+                raise TaskError(f"{path}:{n}: not valid JSON (nested too deeply)") from None
     if not items:
         raise TaskError(f"{path}: no tasks")
     known = set(BUILTIN_TYPES) | set(comparators or {})

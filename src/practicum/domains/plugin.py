@@ -201,7 +201,7 @@ def read_task_json(path: Path) -> Any:
         return json.loads(Path(path).read_text())
     except OSError as e:
         raise TaskError(f"cannot read task file {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise TaskError(f"{path}: not valid JSON ({e})") from None
 
 

@@ -160,4 +160,6 @@ def read_jsonl(path: Path) -> list[tuple[int, Any]]:
             out.append((n, json.loads(line)))
         except json.JSONDecodeError as e:
             raise TaskError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise TaskError(f"{path}:{n}: not valid JSON (nested too deeply)") from None
     return out

@@ -119,7 +119,7 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except OSError as e:
         raise TaskError(f"cannot read task file {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise TaskError(f"{path}: not valid JSON ({e})") from None
 
 

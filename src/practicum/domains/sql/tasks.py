@@ -72,7 +72,7 @@ def load_task_file(path: str | Path) -> SqlTask:
         data = json.loads(path.read_text())
     except OSError as e:
         raise TaskError(f"cannot read task file {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise TaskError(f"{path}: not valid JSON ({e})") from None
     return _task_from(data, str(path), path.stem)
 
@@ -96,7 +96,7 @@ def load_tasks(path: str | Path) -> list[SqlTask]:
         data = json.loads(path.read_text())
     except OSError as e:
         raise TaskError(f"cannot read task file {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise TaskError(f"{path}: not valid JSON ({e})") from None
     if isinstance(data, list):
         return _unique([_task_from(d, f"{path}[{i}]", f"{path.stem}/{i}") for i, d in enumerate(data)], str(path))

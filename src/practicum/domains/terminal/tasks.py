@@ -473,7 +473,7 @@ def parse_reward(reward_txt: str | None, reward_json: str | None) -> Score:
         raise VerifierFailure("the verifier wrote no reward (neither reward.txt nor reward.json)")
     try:
         data = json.loads(reward_json)
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise VerifierFailure(f"reward.json is not JSON: {e}") from None
     if not isinstance(data, dict) or not data:
         raise VerifierFailure('reward.json must be an object: {"reward": 0.5} or named rewards such as '
