@@ -163,6 +163,19 @@ class SessionOptions:
                            "use a path relative to the workspace")
 
 
+def utf8(text: bytes | str) -> bytes:
+    """Text as the bytes a sandbox is given: UTF-8, with bytes that were decoded with
+    ``surrogateescape`` restored; any other lone surrogate (a model's reply can hold one, which
+    no UTF-8 can) becomes ``?``, so the program sees a character it did not expect, never a
+    host-side error."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
 def _inside_dir(path: str, what: str) -> str:
     if not isinstance(path, str) or not path.startswith("/") or "\0" in path or ":" in path or "," in path:
         raise SandboxError(f"{what}: {path!r} must be an absolute folder path inside the sandbox (no ':' or ',')")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
-from practicum.sandbox.base import ExecResult, Limits, SandboxSession, SessionOptions
+from practicum.sandbox.base import ExecResult, Limits, SandboxSession, SessionOptions, utf8
 from practicum.sandbox.cgroups import SessionCgroups, cgroups_v1
 from practicum.sandbox.hostproc import close_transport, kill_sandbox_pid, read_tail, real_uid
 from practicum.sandbox.jail import HOST_ENV
@@ -242,12 +242,12 @@ class NsjailSession(SandboxSession):
         return await self._run({"mode": "exec", "argv": argv, "env": env}, b"", stdin, timeout_s)
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
-        return await self._run({"mode": "python", "env": {}}, code.encode("utf-8", errors="surrogateescape"),
+        return await self._run({"mode": "python", "env": {}}, utf8(code),
                                stdin, timeout_s)
 
     async def _run(self, req: dict, code: bytes, stdin: bytes | str | None, timeout_s: float | None) -> ExecResult:
         timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
-        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        data = utf8(stdin or b"")
         # the source travels in the blob, not the header: the server forwards it to the new
         # process and wipes its buffer (a JSON string could not be wiped)
         req = {"op": "exec", **req, "code_len": len(code), "timeout": timeout, "limits": dataclasses.asdict(self.limits)}
@@ -273,7 +273,7 @@ class NsjailSession(SandboxSession):
 
     async def write_file(self, path: str, data: bytes | str) -> None:
         root, rel = self._locate(path)
-        blob = data.encode() if isinstance(data, str) else bytes(data)
+        blob = utf8(data)
         await self._file({"op": "write", "root": root, "path": rel}, blob)
 
     async def read_file(self, path: str, max_bytes: int | None = None) -> bytes:

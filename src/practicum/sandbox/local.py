@@ -27,7 +27,16 @@ from collections.abc import Callable, Sequence
 
 from practicum.errors import SandboxError
 from practicum.sandbox import forkserver
-from practicum.sandbox.base import DEFAULT_WORKDIR, Bind, ExecResult, Limits, Sandbox, SandboxSession, SessionOptions
+from practicum.sandbox.base import (
+    DEFAULT_WORKDIR,
+    Bind,
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxSession,
+    SessionOptions,
+    utf8,
+)
 from practicum.sandbox.hostproc import close_transport
 from practicum.sandbox.meter import charge
 from practicum.sandbox.results import RunReport, exec_result
@@ -128,7 +137,7 @@ class LocalSession(SandboxSession):
             raise SandboxError("empty command")
         limits = self.limits
         timeout = float(timeout_s if timeout_s is not None else limits.timeout_s)
-        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        data = utf8(stdin or b"")
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -181,6 +190,7 @@ class LocalSession(SandboxSession):
         return result
 
     async def run_python(self, code: str, stdin: bytes | str | None = None, timeout_s: float | None = None) -> ExecResult:
+        code = utf8(code).decode("utf-8", "surrogateescape")  # a lone surrogate cannot be an argument
         return await self.exec([self.sandbox.python, "-s", "-c", code], stdin=stdin, timeout_s=timeout_s)
 
     def _locate(self, path: str) -> tuple[str, str]:
@@ -191,7 +201,7 @@ class LocalSession(SandboxSession):
         if self._closed:
             raise SandboxError("the session is closed")
         root, rel = self._locate(path)
-        blob = data.encode() if isinstance(data, str) else bytes(data)
+        blob = utf8(data)
         try:
             forkserver.write_in(root, rel, blob)
         except forkserver.PathRefused as e:

@@ -147,10 +147,15 @@ def sandbox_script(name: str) -> str:
     return shipped.script("practicum.verify.codec", f"practicum.verify.{name}")
 
 
+# what compiling a reply can raise: bad syntax, null bytes or lone surrogates (ValueError), and an
+# expression nested past the compiler's depth (RecursionError, MemoryError)
+NOT_PYTHON = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
 def _compiles(source: str) -> bool:
     try:
         compile(source, "<solution>", "exec")
-    except (SyntaxError, ValueError):
+    except NOT_PYTHON:
         return False
     return True
 
@@ -172,7 +177,7 @@ def assemble(answer: str, tests: CodeTests) -> tuple[str, str | None]:
                 return candidate, None
     try:
         compile(answer, "solution.py", "exec")
-    except (SyntaxError, ValueError) as e:
+    except NOT_PYTHON as e:
         line = getattr(e, "lineno", None)
         return answer, f"the answer is not valid Python: {type(e).__name__}: {getattr(e, 'msg', e)}" + (
             f" (line {line})" if line else "")
@@ -184,7 +189,7 @@ def unimplemented(source: str, entry_point: str) -> bool:
     docstring, imports, ``pass``, ``...`` or ``raise NotImplementedError`` (the prompt sent back)."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except NOT_PYTHON:
         return False
     defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry_point]
     others = [n for n in tree.body if entry_point in _bound_names(n) and not isinstance(n, ast.FunctionDef)]
@@ -252,6 +257,7 @@ class CodeVerifier:
 
     async def verify(self, tests: CodeTests, answer: str) -> Verdict:
         t0 = time.perf_counter()
+        answer = answer.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate (no UTF-8 holds one): "?"
         source, syntax_error = assemble(answer, tests)
         flags = static_flags(answer)
         if syntax_error or not answer.strip() or unimplemented(source, tests.entry_point):

@@ -91,7 +91,7 @@ def static_flags(source: str) -> set[str]:
     """Flags found in the solution's source without running it."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested past the parser
         return set()
     out: set[str] = set()
 

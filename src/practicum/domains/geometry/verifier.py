@@ -117,7 +117,7 @@ def program_flags(program: str) -> list[str]:
     ``bypasses_export`` (names part.stl but never calls ``export``)."""
     try:
         tree = ast.parse(program)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested past the parser
         return []
     flags = set()
     numbers = 0
@@ -207,7 +207,7 @@ class GeometryVerifier:
         self.cad = CAD_SOURCE.read_text()
 
     async def verify(self, task: GeometryTask, reply: str) -> GeometryVerdict:
-        program = extract_program(reply)
+        program = extract_program(reply.encode("utf-8", "replace").decode("utf-8"))  # a lone surrogate: "?"
         if not program.strip():
             return zero("the reply holds no program")
         flags = program_flags(program)

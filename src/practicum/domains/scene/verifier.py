@@ -101,6 +101,10 @@ def parse_scene(reply: str) -> tuple[Scene | None, str]:
         json.loads(text)
     except json.JSONDecodeError as e:
         return None, f"not valid JSON: {e}"
+    except RecursionError:
+        return None, "not valid JSON: nested deeper than the parser goes"
+    except ValueError as e:  # an integer of more digits than Python converts
+        return None, f"not valid JSON: {e}"
     try:
         return Scene.model_validate_json(text, strict=True), "ok"
     except ValidationError as e:

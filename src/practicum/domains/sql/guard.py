@@ -78,6 +78,8 @@ def inspect_sql(sql: str, tables: set[str], dialect: str = "duckdb") -> Inspecti
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as e:
         return Refusal(f"the SQL does not parse: {_first_line(str(e))}")
+    except RecursionError:
+        return Refusal("the SQL does not parse: it is nested deeper than the parser goes")
     if not statements:
         return Refusal("no SQL statement found")
     if len(statements) > 1:

@@ -136,7 +136,10 @@ class SqlVerifier:
             return _verdict(0.0, False, "no answer")
         if task.answer != "rows" and not _LOOKS_LIKE_SQL.match(text):
             return _value_verdict(task, gold, text)
-        return self._query_verdict(task, gold, text)
+        try:
+            return self._query_verdict(task, gold, text)
+        except RecursionError:  # a reply nested past what a tree walk of it can follow is the reply's fault
+            return _verdict(0.0, False, "refused: the query is nested deeper than it can be read")
 
     def _query_verdict(self, task: SqlTask, gold: Gold, sql: str) -> Verdict:
         db = self.database(task.dataset)
