@@ -154,17 +154,38 @@ def test_failure_on_reset_leaves_an_episode_without_turns(domain):
     assert uniform == pytest.approx(0.5)  # the failed group scored uniformly 0
 
 
-@pytest.mark.parametrize("where", ["reset", "step"])
-def test_a_bug_in_an_environment_propagates(domain, where):
-    """Any exception that is not a RolloutFailure is a bug: it stops the run."""
+def test_a_bug_in_an_environments_reset_propagates(domain):
+    """An exception that is not a RolloutFailure, before the model has said anything, is a bug:
+    it stops the run."""
     tasks = [domain.source.train_task(0)]
 
     def make_env(_t):
-        return FlakyEnv(domain.make_env(), RuntimeError("env bug"), trigger="" if where == "step" else "train",
-                        on_reset=where == "reset")
+        return FlakyEnv(domain.make_env(), RuntimeError("env bug"), trigger="train", on_reset=True)
 
     with pytest.raises(RuntimeError, match="env bug"):
         asyncio.run(run_groups(tasks, N, make_env, ScriptedEngine(first_of_group_is_right), PARAMS))
+
+
+def test_a_bug_that_a_reply_sets_off_fails_that_episode_and_the_run_goes_on(domain, caplog):
+    """A verifier that raises on a reply it never expected: that episode fails as an environment
+    failure naming the exception, its traceback is logged, the other episodes are scored."""
+    tasks = [domain.source.train_task(i) for i in range(2)]
+
+    def make_env(_t):
+        return FlakyEnv(domain.make_env(), RecursionError("nested too deep"))
+
+    def reply(prompt, call):
+        return "boom" if call == 1 else f"<answer>{solve(prompt)}</answer>"
+
+    with caplog.at_level("ERROR", logger="practicum.rollout"):
+        groups = asyncio.run(run_groups(tasks, N, make_env, ScriptedEngine(reply), PARAMS))
+    failed = groups[0].episodes[1]
+    assert failed.state == EpisodeState.failed and failed.reward == 0.0
+    assert [(e.kind, e.message) for e in failed.errors] == [
+        ("environment", "unexpected RecursionError while reading the reply: nested too deep")]
+    assert "RecursionError: nested too deep" in caplog.text  # the traceback, for whoever fixes the bug
+    others = [e for g in groups for e in g.episodes if e is not failed]
+    assert all(e.state == EpisodeState.done and e.reward == 1.0 for e in others)
 
 
 def test_multi_turn_episode_context_and_loss_mask():

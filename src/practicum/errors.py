@@ -8,7 +8,9 @@ Two kinds of failure exist, and they are kept apart on purpose:
   timed out) is *data*: it is recorded on the episode as an :class:`EpisodeError` record and
   counted in the metrics; the run goes on. The exceptions below whose names end in
   ``Failure`` exist so that environment code can raise them and the rollout loop can turn them
-  into records. Anything else raised inside a rollout is a bug and propagates.
+  into records. Anything else raised inside a rollout is a bug and propagates, except while an
+  environment reads the model's reply: a reply can be anything, so that bug fails the episode as
+  an :class:`EnvironmentFailure` (traceback logged) and the run goes on (:mod:`practicum.rollout`).
 
 Tree::
 

@@ -4,14 +4,17 @@ Each turn, every episode that is still running contributes its context to one ba
 ``generate`` call; each reply then goes to that episode's own environment. Episodes finish
 independently (``done``, a turn limit, or a recorded failure), so single-turn and multi-turn
 domains share this loop. A :class:`~practicum.errors.RolloutFailure` raised by an environment
-ends that episode with the error recorded and score 0; any other exception is a bug and
-propagates.
+ends that episode with the error recorded and score 0. Any other exception is a bug: raised
+while the environment reads the model's reply (``step``, ``finish``), it fails that episode as an
+environment failure with the traceback in the log (a reply can be anything; one that trips a
+verifier must not end the run); raised anywhere else (``reset``, the engine) it propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +39,8 @@ from practicum.records import (
 )
 from practicum.sandbox.meter import Meter, metering
 from practicum.tools import with_tool_prompt
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -248,7 +253,7 @@ async def _end(x: _Live, reason: EndReason, message: str) -> None:
     ep.errors.append(EpisodeError(kind=reason, message=message))
     ep.info.end_reason = reason
     try:
-        obs = await _metered(ep, x.env.finish(reason))
+        obs = await _on_reply(ep, x.env.finish(reason))
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()
@@ -284,7 +289,7 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
     ep.messages.append(Message(role="assistant", content=reply))
     x.ids = x.ids + completion.ids
     try:
-        obs = await _metered(ep, x.env.step(reply))
+        obs = await _on_reply(ep, x.env.step(reply))
     except RolloutFailure as e:
         _fail(ep, e)
         await x.env.close()
@@ -299,6 +304,21 @@ async def _advance(x: _Live, completion, engine: Engine, last_turn: bool) -> Non
     if not last_turn:
         x.ids = x.ids + engine.renderer.append_ids(ep.messages, obs.messages, x.ids, tools=x.tools)
     ep.messages.extend(obs.messages)
+
+
+async def _on_reply(ep: Episode, call: Awaitable[T]) -> T:
+    """An environment call that reads the model's reply (``step``, ``finish``). A reply can be
+    anything, so an exception other than a RolloutFailure that it sets off (a verifier's bug on
+    output it never expected) fails this episode as an environment failure - logged with its
+    traceback, retried and kept out of the loss like any other - and does not stop the run; a
+    bug that fails every group still stops it (``async.stop_after_failed_groups``)."""
+    try:
+        return await _metered(ep, call)
+    except RolloutFailure:
+        raise
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        log.exception("episode %s: the environment raised on the model's reply", ep.task_id)
+        raise EnvironmentFailure(f"unexpected {type(e).__name__} while reading the reply: {e}") from e
 
 
 async def _metered(ep: Episode, call: Awaitable[T]) -> T:
