@@ -55,6 +55,8 @@ def test_bad_calls_become_readable_errors():
         '<tool_call>{"name": "add", "arguments": [1, 2]}</tool_call>': "bad_arguments",
         '<tool_call>["add"]</tool_call>': "malformed",
         '<tool_call>{"name": "add", "arguments": {"a": 1}}': "malformed",
+        '<tool_call>' + "[" * 5000 + "]" * 5000 + '</tool_call>': "malformed",  # past json's recursion limit
+        '<tool_call>{"name": "add", "arguments": {"a": ' + "9" * 5000 + '}}</tool_call>': "malformed",  # 5,000 digits
     }
     for text, kind in cases.items():
         calls, errors = parse_tool_calls(text, TOOLS)

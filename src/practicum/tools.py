@@ -166,7 +166,7 @@ def _loads_or_raw(s: Any) -> Any:
         return s
     try:
         return json.loads(s)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, an integer past 4,300 digits, nested too deep
         return s
 
 
@@ -175,6 +175,9 @@ def _one(raw: str, tools: dict[str, Tool]) -> tuple[ToolCall | None, ToolCallErr
         obj = json.loads(raw)
     except json.JSONDecodeError as e:
         return None, ToolCallError("malformed", f"the tool call is not valid JSON ({e.msg} at column {e.colno})", raw)
+    except (ValueError, RecursionError) as e:  # an integer past 4,300 digits; nesting past the parser's depth
+        why = "nested deeper than the parser goes" if isinstance(e, RecursionError) else str(e)
+        return None, ToolCallError("malformed", f"the tool call is not valid JSON ({why})", raw)
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None, ToolCallError("malformed", 'a tool call must be {"name": "...", "arguments": {...}}', raw)
     name = obj["name"]
