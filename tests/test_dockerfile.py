@@ -147,6 +147,20 @@ def test_copy_run_and_layer_as_docker_does_them(tmp_path, monkeypatch):
     assert image.workdir == "/app"
 
 
+def built_and_run(dockerfile: Path, script: str, workdir: str = "/app"):
+    """Build ``dockerfile``'s image, run ``script`` with bash in a session of it, and return the record."""
+
+    async def go():
+        image = await build_image(dockerfile)
+        s = await get_sandbox().session(workdir=workdir, container=image.container())
+        try:
+            return await s.exec(["bash", "-c", script])
+        finally:
+            await s.close()
+
+    return asyncio.run(go())
+
+
 def test_heredoc_run_lines_run_as_buildkit_runs_them(tmp_path, monkeypatch):
     monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
     dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\nENV WHO=world\n"
@@ -156,15 +170,7 @@ def test_heredoc_run_lines_run_as_buildkit_runs_them(tmp_path, monkeypatch):
                                     "RUN <<EOF\n#!/usr/bin/env python3\nopen('/app/py.txt', 'w').write(str(6 * 7))\nEOF\n"
                                     "RUN cat > quoted.txt <<'EOF'\n$WHO stays\nEOF\n")
 
-    async def go():
-        image = await build_image(dockerfile)
-        s = await get_sandbox().session(workdir="/app", container=image.container())
-        try:
-            return await s.exec(["bash", "-c", "ls data; cat body.txt py.txt quoted.txt"])
-        finally:
-            await s.close()
-
-    r = asyncio.run(go())
+    r = built_and_run(dockerfile, "ls data; cat body.txt py.txt quoted.txt", workdir="/app")
     assert r.ok, r
     assert r.stdout.split("\n") == ["x.db", "body", "world", "42$WHO stays", ""]
 
@@ -204,14 +210,6 @@ def test_copy_from_uvs_image_builds_with_the_release_it_names(tmp_path, monkeypa
     monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
     dockerfile = _context(tmp_path, "FROM python:3.12-slim\nCOPY --from=ghcr.io/astral-sh/uv:0.8.15 /uv /uvx /bin/\n")
 
-    async def go():
-        image = await build_image(dockerfile)
-        s = await get_sandbox().session(container=image.container())
-        try:
-            return await s.exec(["bash", "-c", "uv --version; uvx --version; ls -l /bin/uv | cut -c1-10"])
-        finally:
-            await s.close()
-
-    r = asyncio.run(go())
+    r = built_and_run(dockerfile, "uv --version; uvx --version; ls -l /bin/uv | cut -c1-10")
     assert r.ok, r
     assert r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15", "-rwxr-xr-x"], r.stdout
