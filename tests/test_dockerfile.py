@@ -147,11 +147,11 @@ def test_copy_run_and_layer_as_docker_does_them(tmp_path, monkeypatch):
     assert image.workdir == "/app"
 
 
-def built_and_run(dockerfile: Path, script: str, workdir: str = "/app"):
+def built_and_run(dockerfile: Path, script: str, workdir: str = "/app", context: Path | None = None):
     """Build ``dockerfile``'s image, run ``script`` with bash in a session of it, and return the record."""
 
     async def go():
-        image = await build_image(dockerfile)
+        image = await build_image(dockerfile, context=context)
         s = await get_sandbox().session(workdir=workdir, container=image.container())
         try:
             return await s.exec(["bash", "-c", script])
@@ -213,3 +213,18 @@ def test_copy_from_uvs_image_builds_with_the_release_it_names(tmp_path, monkeypa
     r = built_and_run(dockerfile, "uv --version; uvx --version; ls -l /bin/uv | cut -c1-10")
     assert r.ok, r
     assert r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15", "-rwxr-xr-x"], r.stdout
+
+
+def test_a_build_context_other_than_the_dockerfiles_folder(tmp_path, monkeypatch):
+    """A task's compose file can make the task folder the context (COPY app/ from beside environment/)."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    (tmp_path / "task" / "environment").mkdir(parents=True)
+    (tmp_path / "task" / "app").mkdir()
+    (tmp_path / "task" / "app" / "main.py").write_text("print('from the task folder')\n")
+    dockerfile = tmp_path / "task" / "environment" / "Dockerfile"
+    dockerfile.write_text("FROM ubuntu:24.04\nWORKDIR /app\nCOPY app/ /app/\n")
+    with pytest.raises(ImageBuildError, match="app/"):  # the Dockerfile's own folder has no app/
+        asyncio.run(build_image(dockerfile))
+
+    r = built_and_run(dockerfile, "python3 main.py", context=tmp_path / "task")
+    assert r.ok and r.stdout == "from the task folder\n", r

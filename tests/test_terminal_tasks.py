@@ -413,3 +413,39 @@ def test_a_reward_json_nested_past_the_parsers_depth_is_a_verifier_failure(tmp_p
     (tmp_path / "reward.json").write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(VerifierFailure, match="not JSON"):
         read_reward(tmp_path)
+
+
+COMPOSE_TASK_ROOT = """services:
+  main:
+    build:
+      context: ${CONTEXT_DIR}/..
+      dockerfile: ${CONTEXT_DIR}/Dockerfile
+    image: ${MAIN_IMAGE_NAME}
+    environment:
+      - TEST_DIR=${TEST_DIR}
+  cache:
+    image: redis:7
+"""
+
+
+def test_a_compose_build_context_is_the_image_build_context(tmp_path):
+    """Harbor tasks that COPY from the task folder set the main service's build context to
+    ${CONTEXT_DIR}/..: the static check finds the sources there and the build uses that context."""
+    d = make_task(tmp_path, files={"environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\nCOPY app/ /app/\n",
+                                   "environment/docker-compose.yaml": COMPOSE_TASK_ROOT, "app/main.py": "print(1)\n"})
+    task = load_task(d)
+    assert task.build_context == d.resolve()
+    said = messages(check_task(d), "warning")
+    assert any("not started by Practicum: cache" in m for m in said) and any("services.main: environment" in m for m in said)
+    no_app = make_task(tmp_path, "no-app", files={"environment/Dockerfile": "FROM ubuntu:24.04\nCOPY app/ /app/\n"})
+    assert any("COPY source 'app/' is not in environment/" in m for m in messages(check_task(no_app)))
+
+
+@pytest.mark.parametrize(("context", "expected"), [
+    ("${CONTEXT_DIR}/../..", "leaves the task folder"),
+    ("${HOME}", "only ${CONTEXT_DIR}"),
+])
+def test_a_compose_build_context_outside_the_task_or_on_other_variables_is_refused(tmp_path, context, expected):
+    d = make_task(tmp_path, files={"environment/Dockerfile": "FROM ubuntu:24.04\n",
+                                   "environment/docker-compose.yaml": f"services:\n  main:\n    build:\n      context: {context}\n"})
+    assert any(expected in m for m in messages(check_task(d))), messages(check_task(d))

@@ -136,16 +136,18 @@ _BUILDS: dict[str, asyncio.Lock] = {}
 _FAILED: dict[str, str] = {}  # image key -> why its build failed (in this process)
 
 
-def image_key(dockerfile: Path) -> str:
+def image_key(dockerfile: Path, context: Path | None = None) -> str:
     h = hashlib.sha256(f"{BUILDER_VERSION}\0{_host_state()}\0".encode())
     h.update(dockerfile.read_bytes())
-    h.update(_context_hash(dockerfile.parent).encode())
+    h.update(_context_hash(context or dockerfile.parent).encode())
     return h.hexdigest()[:24]
 
 
 async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float = 600.0,
-                      log=None) -> Image:
-    """The image of ``dockerfile`` (its folder is the build context), built now or from cache."""
+                      log=None, context: Path | None = None) -> Image:
+    """The image of ``dockerfile``, built now or from cache. The build context is ``context``,
+    else the Dockerfile's folder (a task's compose file can name another: :mod:`practicum.domains.terminal.tasks`)."""
+    context = context or dockerfile.parent
     try:
         text = dockerfile.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -153,7 +155,7 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
     recipe = parse_dockerfile(text)
     if recipe.problems:
         raise ImageBuildError(f"{dockerfile}: " + "; ".join(str(p) for p in recipe.problems))
-    key = image_key(dockerfile)
+    key = image_key(dockerfile, context)
     notes = (f"FROM {recipe.base} is mapped to this machine's own root filesystem",) if recipe.base else ()
     env = tuple({**BUILD_ENV, **recipe.env}.items())
     base_steps = _base_mapping(recipe)
@@ -173,7 +175,7 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
         lock = await asyncio.to_thread(_acquire, root / f"{key}.lock")  # ... and across processes
         try:
             if not (final / "complete").exists():
-                await _build(recipe, dockerfile.parent, root, key, sandbox, timeout_s, log)
+                await _build(recipe, context, root, key, sandbox, timeout_s, log)
         except ImageBuildError as e:
             _FAILED[key] = str(e)
             raise

@@ -285,7 +285,8 @@ class TerminalEnv(ToolEnvironment):
 async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, list[Bind]]:
     """The task's image (built once, cached) and the read-only binds of its verifier toolchain."""
     assert t.dockerfile is not None
-    image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec)
+    image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
+                              context=t.build_context)
     scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
     binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
     return image, binds

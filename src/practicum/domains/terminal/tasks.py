@@ -60,6 +60,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from practicum.envs.dockerfile import Copy, ImageRecipe, parse_dockerfile
@@ -340,6 +341,7 @@ class TerminalTask(BaseModel):
     solution_files: list[str]  # relative to solution/
     test_files: list[str]  # relative to tests/
     dockerfile: Path | None
+    build_context: Path | None = None  # the compose file's services.main.build.context; None: environment/
 
     @property
     def environment_dir(self) -> Path:
@@ -570,12 +572,16 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
     workdir = DEFAULT_WORKDIR
     env_files: list[str] = []
     dockerfile: Path | None = None
+    build_context: Path | None = None
     setup: Path | None = None
     if env_dir.exists() and not env_dir.is_dir():
         err(env_dir, "must be a folder of files that seed the workspace")
     elif env_dir.is_dir():
         files = _files(env_dir, problems)
         env_files = [f for f in files if f not in NOT_SEEDED]
+        for compose in ("docker-compose.yaml", "docker-compose.yml"):
+            if compose in files:
+                build_context = _compose_build(env_dir / compose, path, "Dockerfile" in files, err, warn)
         if "Dockerfile" in files:
             dockerfile = env_dir / "Dockerfile"
             try:
@@ -587,7 +593,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
                 workdir = recipe.workdir or DEFAULT_WORKDIR
                 for p in recipe.problems:
                     err(dockerfile, str(p))
-                for c in _missing_copy_sources(recipe, env_dir):
+                for c in _missing_copy_sources(recipe, build_context or env_dir):
                     err(dockerfile, c)
             if not workdir.startswith("/") or workdir == "/":
                 err(dockerfile, f"WORKDIR {workdir!r}: the workspace needs an absolute folder other than /")
@@ -596,9 +602,6 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         elif spec is not None and spec.environment.docker_image:
             warn(tp, "[environment] docker_image is not used: the task runs in Practicum's shared environment "
                      f"with the workspace at {DEFAULT_WORKDIR}")
-        for compose in ("docker-compose.yaml", "docker-compose.yml"):
-            if compose in files:
-                warn(env_dir / compose, "compose services are not started by Practicum")
         if SETUP_SCRIPT in files:
             setup = env_dir / SETUP_SCRIPT
             _check_script(setup, problems)
@@ -638,7 +641,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
     task = TerminalTask(
         name=path.name, path=path, instruction=instruction, spec=spec, workdir=workdir,
         environment_files=env_files, setup_script=setup, solution_files=sol_files, test_files=test_files,
-        dockerfile=dockerfile,
+        dockerfile=dockerfile, build_context=build_context,
     )
     return task, problems
 
@@ -682,6 +685,53 @@ def _without(data: Any, loc: list[Any]) -> Any:
     if not rest:
         return {k: v for k, v in data.items() if k != head}
     return {k: (_without(v, rest) if k == head else v) for k, v in data.items()}
+
+
+def _compose_build(compose: Path, task: Path, has_dockerfile: bool, err: Any, warn: Any) -> Path | None:
+    """What of a task's compose file Practicum uses: the main service's ``build.context`` (Harbor
+    sets ``CONTEXT_DIR`` to ``environment/``; tasks point it at the task folder to ``COPY app/``),
+    which must stay inside the task folder; the build context, or None for ``environment/``.
+    Other services are not started (a warning)."""
+    try:
+        data = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        err(compose, f"not a readable compose file: {str(e).splitlines()[0]}")
+        return None
+    services = data.get("services") if isinstance(data, dict) else None
+    if not isinstance(services, dict) or not services:
+        warn(compose, "compose services are not started by Practicum")
+        return None
+    others = sorted(str(k) for k in services if k != "main")
+    if others:
+        warn(compose, f"compose services are not started by Practicum: {', '.join(others)}")
+    main = services.get("main") if isinstance(services.get("main"), dict) else {}
+    unused = sorted(str(k) for k in main if k not in ("build", "image", "command"))
+    if unused:
+        warn(compose, f"services.main: {', '.join(unused)} not used by Practicum (the image is built from "
+                      "environment/Dockerfile and run with task.toml's limits)")
+    build = main.get("build")
+    if isinstance(build, str):
+        build = {"context": build}
+    if not isinstance(build, dict) or "context" not in build:
+        return None
+    env_dir = task / "environment"
+    values = {"CONTEXT_DIR": str(env_dir)}
+    raw = str(build["context"])
+    context_text = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), "\0"), raw)
+    if "\0" in context_text:
+        err(compose, f"services.main.build.context {raw!r}: only ${{CONTEXT_DIR}} (environment/) can be used there")
+        return None
+    context = (env_dir / context_text).resolve()
+    if context != task and task not in context.parents:
+        err(compose, f"services.main.build.context {raw!r} leaves the task folder")
+        return None
+    dockerfile = str(build.get("dockerfile", "")).replace("${CONTEXT_DIR}", str(env_dir))
+    if dockerfile and (context / dockerfile).resolve() != (env_dir / "Dockerfile").resolve():
+        err(compose, f"services.main.build.dockerfile {build['dockerfile']!r}: the task's image is built from "
+                     "environment/Dockerfile")
+    if not has_dockerfile:
+        err(compose, "services.main.build names a build, but environment/ has no Dockerfile")
+    return None if context == env_dir.resolve() else context
 
 
 def _reserved(workdir: str) -> bool:
