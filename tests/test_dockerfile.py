@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from practicum.envs.dockerfile import Copy, MakeDir, Run, parse_dockerfile, substitute
+from practicum.envs.dockerfile import DEFAULT_PATH, Copy, MakeDir, Run, parse_dockerfile, substitute
 from practicum.envs.images import ImageBuildError, build_image, verifier_requirements
 from practicum.sandbox import get_sandbox
 
@@ -84,6 +84,16 @@ def test_verifier_requirements_from_the_standard_bootstraps():
     assert verifier_requirements([tb2]) == ["pytest", "pytest==8.4.1", "pytest-json-ctrf==0.3.5"]
     other = "uv init\nuv add pytest==8.4.1\npip install pytest==8.4.1 requests==2.32.5 && pytest\nuvx --with rich ruff check\n"
     assert set(verifier_requirements([other])) == {"pytest", "pytest==8.4.1", "requests==2.32.5", "rich", "ruff"}
+    quiet = "python3 -m pip install -q pytest==9.0.3 2>/dev/null || true\npip3 install attrs >/dev/null 2>&1\n"
+    assert verifier_requirements([quiet]) == ["pytest", "pytest==9.0.3", "attrs"]  # a redirection is not a package
+
+
+def test_env_path_extends_the_base_images_path():
+    """`ENV PATH="/root/.local/bin:${PATH}"` extends the PATH every base image defines (it had
+    dropped /usr/bin and /bin: `cp: not found` in the next RUN line of a public task)."""
+    r = parse_dockerfile('FROM gcc:13\nENV PATH="/root/.local/bin:${PATH}"\nRUN cp a b\n')
+    assert r.steps[0].context.environ["PATH"] == "/root/.local/bin:" + DEFAULT_PATH
+    assert r.env["PATH"] == "/root/.local/bin:" + DEFAULT_PATH
 
 
 # --- building, for real -------------------------------------------------------------------------------

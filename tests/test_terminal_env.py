@@ -129,3 +129,42 @@ def test_embedded_model_runs_a_multi_turn_terminal_episode():
     assert 1 <= len(ep.turns) <= 3
     ids, mask, _ = ep.training_sequence()
     assert [i for i, m in zip(ids, mask) if m] == [i for t in ep.turns for i in t.completion_ids]
+
+
+PIP_BOOTSTRAPS = {
+    # the verifier installs pytest with pip, then runs it through the interpreter (public Harbor tasks)
+    "pip3": "pip3 install --no-cache-dir --break-system-packages pytest==8.4.1 >/dev/null 2>&1\n",
+    "python-m-pip": "python3 -m pip install --break-system-packages -q pytest==8.4.1 2>/dev/null || true\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(PIP_BOOTSTRAPS))
+def test_a_verifier_that_pip_installs_pytest_then_runs_python_m_pytest(tmp_path, monkeypatch, how):
+    """`pip install pytest` then `python3 -m pytest` (no network in the verifier): the install is
+    served from the verifier toolchain and the interpreter then imports it - the reference
+    scores 1 and the untouched workspace 0."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    task = tmp_path / "tasks" / "pip-bootstrap"
+    files = {
+        "instruction.md": "Write 42 to /app/answer.txt.\n",
+        "task.toml": "[verifier]\ntimeout_sec = 120\n",
+        "environment/Dockerfile": "FROM debian:12-slim\nWORKDIR /app\n",
+        "solution/solve.sh": "#!/bin/bash\necho 42 > /app/answer.txt\n",
+        "tests/test_outputs.py": "def test_answer():\n    assert open('/app/answer.txt').read().strip() == '42'\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n" + PIP_BOOTSTRAPS[how]
+                         + "python3 -m pytest -q /tests/test_outputs.py && echo 1 > /logs/verifier/reward.txt "
+                           "|| echo 0 > /logs/verifier/reward.txt\n",
+    }
+    for rel, text in files.items():
+        (task / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / rel).write_text(text)
+        (task / rel).chmod(0o755)
+    domain = TerminalDomain("terminal", task.parent)
+    (t,) = domain.source.eval_tasks()
+
+    async def both():
+        return await run_reference(domain, t, True), await run_reference(domain, t, False)
+
+    ref, untouched = asyncio.run(both())
+    assert ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched

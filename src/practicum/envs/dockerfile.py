@@ -253,7 +253,9 @@ def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> Ima
             image = substitute(words[0], global_args)[0] if words else ""
             recipe.base = image
             # a new stage starts from its base image: nothing of the previous stage stays
-            recipe.steps, variables, env, workdir, user = [], {}, {}, None, "root"
+            recipe.steps, env, workdir, user = [], {}, None, "root"
+            # what every base image's ENV defines, so that ENV PATH="/x:${PATH}" extends it, as in Docker
+            variables = {"PATH": DEFAULT_PATH}
             shell = ("/bin/sh", "-c")
             recipe.problems = [p for p in recipe.problems if p.line > line]
             continue

@@ -62,7 +62,7 @@ TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
 SHIM_SOURCE = Path(__file__).with_name("verifier_shim.py")
-SHIM_NAMES = ("curl", "wget", "uv", "uvx", "apt-get", "apt", "pip", "pip3", "pytest")
+SHIM_NAMES = ("curl", "wget", "uv", "uvx", "apt-get", "apt", "pip", "pip3", "pytest", "python", "python3")
 # Environment of every build step, as the python images and a non-interactive build have it.
 BUILD_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore"}
 # Mount points the build session's sandbox created in the layer; not part of the image.
@@ -452,7 +452,7 @@ def _installs(words: list[str], found: list[str]) -> None:
         if start is None:
             continue
         for x in words[start:]:
-            if x in ("&&", "||", ";", "|"):
+            if x in ("&&", "||", ";", "|") or re.match(r"\d*[<>]|&>", x):  # the command ends, or a redirection
                 break
             if not x.startswith("-"):
                 found.append(x)

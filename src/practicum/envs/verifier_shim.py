@@ -1,7 +1,7 @@
 #!/usr/bin/python3 -I
 """Offline stand-ins for the standard verifier bootstrap of Terminal-Bench 2.0 tasks.
 
-Installed as ``/opt/practicum/bin/{curl,wget,uv,uvx,apt-get,apt,pip,pip3,pytest}`` (links to
+Installed as ``/opt/practicum/bin/{curl,wget,uv,uvx,apt-get,apt,pip,pip3,pytest,python,python3}`` (links to
 this one file; it looks at the name it was called by), first in the verifier's ``PATH``.
 Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each does:
 
@@ -18,6 +18,9 @@ Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each 
 * ``uv init``/``uv add``/``uv pip install``/``uv venv``/``uv sync``, ``pip install``: succeed when
   what they ask for is in the toolchain (``uv init`` writes a minimal ``pyproject.toml``).
 * ``pytest``: the toolchain's pytest.
+* ``python``/``python3``: ``-m pip install`` as ``pip install`` above; anything else, the real one.
+  After an install, a ``.pth`` in that interpreter's site-packages makes the toolchain importable
+  (after the image's own packages), so ``pip install pytest && python3 -m pytest`` works.
 """
 
 import os
@@ -268,11 +271,39 @@ def apt(name, args):
     return 0
 
 
-def pip(args):
+def pip(args, python="python3"):
     if args[:1] == ["install"]:
         check(packages(args[1:]), "pip install")
+        expose_toolchain(python)
         return 0
     run_tool("python3", ["-m", "pip", *args])
+
+
+def expose_toolchain(python):
+    """After ``pip install``, what it installed is importable by ``python``, as after a real install:
+    a ``.pth`` in that interpreter's site-packages adds the toolchain, after the image's own packages."""
+    import subprocess
+
+    exe = next((os.path.join(d, python) for d in os.environ.get("PATH", "").split(os.pathsep)
+                if d and d != SHIMS and os.access(os.path.join(d, python), os.X_OK)), None)
+    if exe is None:
+        return
+    try:
+        purelib = subprocess.run([exe, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, timeout=30).stdout.strip()
+        if purelib:
+            os.makedirs(purelib, exist_ok=True)
+            with open(os.path.join(purelib, "zz-practicum-toolchain.pth"), "w") as f:
+                f.write(TOOLCHAIN + "\n")
+    except (OSError, subprocess.SubprocessError) as e:
+        say(f"pip install: could not make the toolchain importable by {python}: {e}")
+
+
+def python(name, args):
+    """``python3 -m pip ...`` as the pip stand-in (for that interpreter); anything else: the real one."""
+    if args[:2] == ["-m", "pip"]:
+        return pip(args[2:], python=name)
+    real(name, args)
 
 
 def main():
@@ -290,6 +321,8 @@ def main():
         return uv(args)
     if name in ("pip", "pip3"):
         return pip(args)
+    if name in ("python", "python3"):
+        return python(name, args)
     if name == "pytest":
         run_tool("pytest", args)
     say(f"unknown stand-in {name!r}")
