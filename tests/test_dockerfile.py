@@ -225,6 +225,17 @@ def test_copy_from_uvs_image_builds_with_the_release_it_names(tmp_path, monkeypa
     assert r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15", "-rwxr-xr-x"], r.stdout
 
 
+def test_uvs_installer_in_a_run_line_installs_that_release(tmp_path, monkeypatch):
+    """`curl -LsSf https://astral.sh/uv/X/install.sh | sh` (a site the build cannot reach) leaves
+    that uv release in ~/.local/bin, as the real installer does, for the next RUN lines."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM gcc:13.3.0-bookworm\nRUN curl -LsSf https://astral.sh/uv/0.8.15/install.sh | sh\n"
+                                    'ENV PATH="/root/.local/bin:${PATH}"\n'
+                                    "RUN cp /root/.local/bin/uv /root/.local/bin/uvx /usr/local/bin/\n")
+    r = built_and_run(dockerfile, "/usr/local/bin/uv --version; /root/.local/bin/uvx --version")
+    assert r.ok and r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15"], r
+
+
 def test_a_build_context_other_than_the_dockerfiles_folder(tmp_path, monkeypatch):
     """A task's compose file can make the task folder the context (COPY app/ from beside environment/)."""
     monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))

@@ -57,7 +57,7 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "3"
+BUILDER_VERSION = "4"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
@@ -277,10 +277,30 @@ def tool_files(tool: str, spec: str) -> Path:
     return folder
 
 
+UV_INSTALLER_URL = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
+UV_RELEASES = ".practicum-tools/uv-releases"  # in the staged context: one folder per uv version a RUN installs
+
+
 def _serve_tools(recipe: ImageRecipe, staged: Path) -> None:
     """Each COPY --from a tool image: its files put in the staged context, and the step made a
-    COPY of them from there."""
+    COPY of them from there. Each uv release a RUN line fetches with uv's installer
+    (``curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh``, a site the build cannot reach):
+    its binaries put in the staged context, where the curl stand-in's installer copies them
+    from (``PRACTICUM_UV_RELEASES``)."""
     from practicum.sandbox.container import ROOT_BASE
+
+    for step in recipe.steps:
+        if isinstance(step, Run):
+            for m in UV_INSTALLER_URL.finditer(" ".join(step.argv)):
+                version = m.group(1)
+                folder = tool_files("uv", f"=={version}" if version else "")
+                target = staged / UV_RELEASES / (version or "latest")
+                target.mkdir(parents=True, exist_ok=True)
+                for name in ("uv", "uvx"):
+                    shutil.copy2(folder / name, target / name)
+                    os.lchown(target / name, ROOT_BASE, ROOT_BASE)
+                for d in (staged / ".practicum-tools", staged / UV_RELEASES, target):
+                    os.chown(d, ROOT_BASE, ROOT_BASE)
 
     for i, step in enumerate(recipe.steps):
         if isinstance(step, Copy) and step.tool is not None:
@@ -320,6 +340,7 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
             # it, or a command of that name), so that an image's installs do not fight the base
             env["PATH"] = f"{SHIMS_INSIDE}:{env.get('PATH', '')}"
             env["PRACTICUM_SHIM_MODE"] = "build"
+            env["PRACTICUM_UV_RELEASES"] = f"{CONTEXT_INSIDE}/{UV_RELEASES}"
             if isinstance(step, MakeDir):
                 argv, what = ["mkdir", "-p", step.path], f"WORKDIR {step.path}"
             elif isinstance(step, Copy):

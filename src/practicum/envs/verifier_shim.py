@@ -8,6 +8,8 @@ Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each 
 * ``curl``/``wget`` of the uv installer (``https://astral.sh/uv/.../install.sh``): prints (or
   writes, with ``-o``/``-O``) an installer that links ``uv`` and ``uvx`` into ``$HOME/.local/bin``
   and writes ``$HOME/.local/bin/env``, as the real installer does. Any other URL: the real tool.
+  In an image build, the installer it gives copies that uv release's real binaries (fetched from
+  PyPI by the builder, ``PRACTICUM_UV_RELEASES``) instead, so the image holds them.
 * ``apt-get``/``apt``: ``update`` does nothing; ``install`` succeeds when every package is
   already installed (``dpkg-query``), else says which are missing and fails. Other commands:
   the real tool.
@@ -58,13 +60,18 @@ def real(name, args):
     sys.exit(127)
 
 
-def installer_script():
+def installer_script(build_from=None):
+    """The uv installer's stand-in. Verifying: links to these stand-ins. Building an image
+    (``build_from``: a folder holding that uv release's binaries, fetched from PyPI for the
+    build): copies the real ``uv`` and ``uvx`` where the installer puts them, so the image has them."""
+    put = (f'cp {build_from}/uv {build_from}/uvx "$HOME/.local/bin/"\n' if build_from else
+           f'ln -sf {SHIMS}/uv "$HOME/.local/bin/uv"\n' f'ln -sf {SHIMS}/uvx "$HOME/.local/bin/uvx"\n')
     return (
         "#!/bin/sh\n"
         "# practicum: offline stand-in for the uv installer\n"
+        "set -e\n"
         'mkdir -p "$HOME/.local/bin"\n'
-        f'ln -sf {SHIMS}/uv "$HOME/.local/bin/uv"\n'
-        f'ln -sf {SHIMS}/uvx "$HOME/.local/bin/uvx"\n'
+        + put +
         "cat > \"$HOME/.local/bin/env\" <<'EOF'\n"
         '#!/bin/sh\ncase ":${PATH}:" in *:"$HOME/.local/bin":*) ;; *) export PATH="$HOME/.local/bin:$PATH" ;; esac\n'
         "EOF\n"
@@ -72,7 +79,7 @@ def installer_script():
     )
 
 
-def fetch(name, args):
+def fetch(name, args, build_from=None):
     url = next((a for a in args if UV_INSTALLER.search(a)), None)
     if url is None:
         real(name, args)
@@ -84,7 +91,7 @@ def fetch(name, args):
             out = a.split("=", 1)[1]
         elif name == "curl" and a == "-O":
             out = "install.sh"
-    text = installer_script()
+    text = installer_script(build_from)
     if out in (None, "-"):
         sys.stdout.write(text)
     else:
@@ -310,6 +317,11 @@ def main():
     name = os.path.basename(sys.argv[0])
     args = sys.argv[1:]
     if os.environ.get("PRACTICUM_SHIM_MODE") == "build" and name not in ("apt-get", "apt"):
+        url = next((a for a in args if UV_INSTALLER.search(a)), None) if name in ("curl", "wget") else None
+        tools = os.environ.get("PRACTICUM_UV_RELEASES")
+        if url is not None and tools:  # the uv installer, whose site the build cannot reach: uv from PyPI
+            m = re.search(r"astral\.sh/uv/([^/\s]+)/install\.sh", url)
+            return fetch(name, args, build_from=os.path.join(tools, m.group(1) if m else "latest"))
         real(name, args)  # an image build has the network: only package installs are filtered
     if name in ("curl", "wget"):
         return fetch(name, args)
