@@ -200,3 +200,26 @@ def test_what_only_the_hosts_root_may_read_stays_hidden():
     assert lines[0] == "*", out  # the hash field of every entry is blanked
     assert not [ln for ln in lines if ln.startswith("VISIBLE")], out
     assert lines[-1] == "install ok installed" and lines[-2].isdigit()
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_background_processes_live_on_only_in_a_session_that_keeps_them(keep):
+    """keep_processes (a terminal task's container): what an execution leaves in the background
+    runs on into the next execution, while a timed-out execution's own processes are killed;
+    without it (an image build) nothing an execution started outlives it. Exit codes hold either way."""
+
+    async def go():
+        s = await get_sandbox().session(Limits(timeout_s=5), workdir="/app", container=Container(keep_processes=keep))
+        try:
+            started = await s.exec(["bash", "-c", "nohup sleep 300 >/dev/null 2>&1 & exit 3"])
+            alive = await s.exec(["bash", "-c", "pgrep -xc sleep || true"])
+            late = await s.exec(["bash", "-c", "sleep 201 & sleep 100"], timeout_s=1)
+            after = await s.exec(["bash", "-c", "pgrep -xa sleep || true"])
+            return started, alive, late, after
+        finally:
+            await s.close()
+
+    started, alive, late, after = asyncio.run(go())
+    assert started.exit_code == 3 and late.status == "timeout"
+    assert alive.stdout.strip() == ("1" if keep else "0")
+    assert [line.split(None, 1)[1] for line in after.stdout.splitlines()] == (["sleep 300"] if keep else [])

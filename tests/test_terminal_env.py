@@ -138,6 +138,43 @@ PIP_BOOTSTRAPS = {
 }
 
 
+def _task(root: Path, files: dict[str, str]) -> TerminalDomain:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        (root / rel).chmod(0o755)
+    return TerminalDomain("terminal", root.parent)
+
+
+def _reference_and_untouched(domain: TerminalDomain):
+    (t,) = domain.source.eval_tasks()
+
+    async def both():
+        return await run_reference(domain, t, True), await run_reference(domain, t, False)
+
+    return asyncio.run(both())
+
+
+def test_a_server_the_agent_leaves_running_is_there_for_the_verifier(tmp_path, monkeypatch):
+    """"Start a server on 127.0.0.1:8080 and keep it running" (a public Harbor task): in container
+    mode what the agent starts in the background lives on to be probed, as in Harbor's container."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    domain = _task(tmp_path / "tasks" / "serve-health", {
+        "instruction.md": "Serve /app on 127.0.0.1:8080 and keep the server running.\n",
+        "task.toml": "[verifier]\ntimeout_sec = 60\n",
+        "environment/Dockerfile": "FROM debian:12-slim\nWORKDIR /app\nRUN echo ok > /app/health\n",
+        "solution/solve.sh": "#!/bin/bash\nnohup python3 -m http.server 8080 --bind 127.0.0.1 --directory /app "
+                             ">/tmp/server.log 2>&1 &\nfor i in $(seq 50); do python3 -c \"import urllib.request as u; "
+                             "u.urlopen('http://127.0.0.1:8080/health')\" 2>/dev/null && break; sleep 0.1; done\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\npython3 -c \"import urllib.request as u; "
+                         "assert u.urlopen('http://127.0.0.1:8080/health', timeout=5).read() == b'ok\\n'\" "
+                         "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    })
+    ref, untouched = _reference_and_untouched(domain)
+    assert ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched
+
+
 @pytest.mark.parametrize("how", sorted(PIP_BOOTSTRAPS))
 def test_a_verifier_that_pip_installs_pytest_then_runs_python_m_pytest(tmp_path, monkeypatch, how):
     """`pip install pytest` then `python3 -m pytest` (no network in the verifier): the install is
@@ -155,16 +192,6 @@ def test_a_verifier_that_pip_installs_pytest_then_runs_python_m_pytest(tmp_path,
                          + "python3 -m pytest -q /tests/test_outputs.py && echo 1 > /logs/verifier/reward.txt "
                            "|| echo 0 > /logs/verifier/reward.txt\n",
     }
-    for rel, text in files.items():
-        (task / rel).parent.mkdir(parents=True, exist_ok=True)
-        (task / rel).write_text(text)
-        (task / rel).chmod(0o755)
-    domain = TerminalDomain("terminal", task.parent)
-    (t,) = domain.source.eval_tasks()
-
-    async def both():
-        return await run_reference(domain, t, True), await run_reference(domain, t, False)
-
-    ref, untouched = asyncio.run(both())
+    ref, untouched = _reference_and_untouched(_task(task, files))
     assert ref.score is not None and ref.score.value == 1.0, ref
     assert untouched.score is not None and untouched.score.value == 0.0, untouched

@@ -57,7 +57,7 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "4"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv
+BUILDER_VERSION = "5"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
@@ -84,8 +84,10 @@ class Image:
     base: str | None
     notes: tuple[str, ...] = ()
 
-    def container(self) -> Container:
-        return Container(layers=(str(self.layer),) if self.layer else (), env=self.env)
+    def container(self, keep_processes: bool = False) -> Container:
+        """The container-mode options of a session of this image (``keep_processes``: see
+        :class:`~practicum.sandbox.base.Container`)."""
+        return Container(layers=(str(self.layer),) if self.layer else (), env=self.env, keep_processes=keep_processes)
 
 
 def home() -> Path:
@@ -226,7 +228,8 @@ def _base_mapping(recipe: ImageRecipe) -> list[Run]:
     from practicum.envs.dockerfile import Context
 
     ctx = Context("/", (("PATH", DEFAULT_PATH),), "root", ("/bin/sh", "-c"))
-    script = "[ -e /usr/local/bin/python ] || command -v python >/dev/null || ln -s /usr/bin/python3 /usr/local/bin/python"
+    # not `command -v python`: the build's PATH starts with the stand-ins, one of which is named python
+    script = "[ -e /usr/local/bin/python ] || [ -e /usr/bin/python ] || ln -s /usr/bin/python3 /usr/local/bin/python"
     return [Run(0, ("/bin/sh", "-c", script), ctx, "link python to python3")]
 
 

@@ -82,11 +82,17 @@ class Container:
     a writable copy-on-write layer over ``layers`` (host folders of image layers, newest first)
     over the machine's own system folders, and programs run as root of the sandbox's user
     namespace. ``upper``: a host folder that keeps the session's writes (an image build); None
-    for a private tmpfs that vanishes with the session. ``env``: the image's environment."""
+    for a private tmpfs that vanishes with the session. ``env``: the image's environment.
+    ``keep_processes``: what an execution leaves running in the background (``server &``) keeps
+    running until the session closes, as in a Docker container (a terminal task's agent starts a
+    server its tests then probe); an execution that times out still has its own session killed.
+    False (an image build, whose ``RUN`` lines each end everything they started): nothing an
+    execution started outlives it."""
 
     layers: tuple[str, ...] = ()
     upper: str | None = None
     env: tuple[tuple[str, str], ...] = ()
+    keep_processes: bool = False
 
 
 @dataclass(frozen=True)

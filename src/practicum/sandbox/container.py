@@ -121,7 +121,8 @@ def server_env(options: SessionOptions) -> dict[str, str]:
 
 def server_argv(options: SessionOptions, preload: tuple[str, ...]) -> list[str]:
     config = {"exec_uid": 0, "exec_gid": 0, "workspace": options.workdir, "roots": list(options.roots),
-              "scratch": [], "env": server_env(options), "preload": list(preload), "nondumpable": True}
+              "scratch": [], "env": server_env(options), "preload": list(preload), "nondumpable": True,
+              "keep_processes": bool(options.container and options.container.keep_processes)}
     return [server_python(), "-s", "-B", SERVER_INSIDE, json.dumps(config)]
 
 

@@ -21,7 +21,9 @@ its ``/proc/1/*``; its capabilities vanish with the uid change); and applies the
 rlimits (address space, CPU seconds, file size, processes, descriptors, no core files). When the
 child exits or its wall-clock deadline passes, the server sends SIGKILL to every other process
 in the sandbox's PID namespace (it keeps CAP_KILL for this) and reaps them all: nothing an
-execution started, a double-forked daemon included, outlives it.
+execution started, a double-forked daemon included, outlives it. A container-mode session that
+keeps processes (``keep_processes``: a terminal task, where Docker keeps what the agent left
+running) kills only a timed-out execution's own session; the rest runs until the session ends.
 
 What a child *can* see: a copy of the server's memory at fork time. The server therefore never
 holds anything secret, and nothing a child does changes the server (it cannot write to the
@@ -513,6 +515,7 @@ class Server:
         self.scratch = list(config.get("scratch") or [])  # further writable folders, emptied by reset
         self.inp, self.out = 0, 1
         self._last_status: int | None = None
+        self.keep = bool(config.get("keep_processes"))  # container mode: background processes outlive their execution
         self.zygote = Zygote(config)
 
     # -- server side --
@@ -595,8 +598,14 @@ class Server:
                     else:
                         poller.unregister(fd)
         duration = time.monotonic() - start
-        # The program's own process has ended (or ran out of time): end everything it started.
-        self._kill_all_but_status(pid)
+        # The program's own process has ended (or ran out of time): end everything it started -
+        # or, keeping processes (container mode), only what a timed-out execution's session holds.
+        if not self.keep:
+            self._kill_all_but_status(pid)
+        else:
+            if timed_out:
+                self._kill_session(pid)
+            self._collect(pid)
         status = self._last_status
         os.close(pidfd)
         if in_w >= 0:
@@ -640,6 +649,38 @@ class Server:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(victim, signal.SIGKILL)
             if not self._reap(pid):  # none of them has become our zombie yet: they are dying
+                time.sleep(0.0002)
+
+    def _kill_session(self, sid: int) -> None:
+        """SIGKILL every process of session ``sid`` (an execution is its session's leader), until
+        none is left. As PID 1 of a private PID namespace only, as :meth:`_kill_all_but_status`."""
+        _assert_namespace_init()
+        while True:
+            members = []
+            for n in os.listdir("/proc"):
+                if n.isdigit() and int(n) > 1:
+                    try:
+                        with open(f"/proc/{n}/stat") as f:
+                            fields = f.read().rsplit(")", 1)[1].split()
+                    except (OSError, IndexError):
+                        continue
+                    if int(fields[3]) == sid and fields[0] not in ("Z", "X"):  # fields[3]: the session
+                        members.append(int(n))
+            if not members:
+                return
+            for victim in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim, signal.SIGKILL)
+            self._reap(sid)
+            time.sleep(0.0002)
+
+    def _collect(self, pid: int) -> None:
+        """Wait for the status of ``pid`` (dead: its pidfd was readable, or it was just killed),
+        reaping whatever else has died; processes still running are left alone."""
+        self._last_status = None
+        deadline = time.monotonic() + 5.0
+        while self._last_status is None and time.monotonic() < deadline:
+            if not self._reap(pid):
                 time.sleep(0.0002)
 
     def _reap(self, pid: int) -> bool:

@@ -17,8 +17,11 @@ Either way ``.practicum-setup.sh`` prepares the workspace if there is one. The a
 
 * ``bash(command)``: a persistent shell — the working directory and exported variables carry
   over between calls (each call runs in a fresh process of the session that restores them and
-  saves them after; shell functions and unexported variables do not carry over). Every process
-  a call started is killed when it returns.
+  saves them after; shell functions and unexported variables do not carry over). In a task with
+  a Dockerfile (container mode), what a call leaves running in the background (``server &``)
+  keeps running through the episode and its verification, as in Harbor's container; a call that
+  times out has its own processes killed. Without a Dockerfile every process a call started is
+  killed when it returns.
 * ``read_file(path)``, ``write_file(path, content)``: files inside the workspace.
 * ``submit()``: done.
 
@@ -140,7 +143,7 @@ class TerminalEnv(ToolEnvironment):
             if t.dockerfile is not None:  # container mode: the task's image, root, a writable /
                 self.image, binds = await prepare_image(t, self.sandbox_name)
                 self.session = await get_sandbox(self.sandbox_name).session(
-                    limits, workdir=t.workdir, binds=binds, container=self.image.container())
+                    limits, workdir=t.workdir, binds=binds, container=self.image.container(keep_processes=True))
                 self.git = f"{GIT} --git-dir={STATE_DIR}/baseline.git --work-tree={shlex.quote(t.workdir)}"
                 r = await self.session.exec(["mkdir", "-p", STATE_DIR, *VERIFIER_DIRS, "/logs/agent"])
                 if not r.ok:
