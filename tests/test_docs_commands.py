@@ -5,7 +5,8 @@ Every command line in a fenced block or an inline code span that starts with `pr
 `.venv/bin/practicum`) is checked without running it: the subcommand exists and takes those
 options and arguments; a path it names inside this repository (or ../shared) exists; a config it
 names loads with its `--set` overrides; a checkpoint folder it names is one a run writes
-(`step_` and six digits), at a step its config saves when the docs name that config's run folder.
+(`step_` and six digits) and, where the docs name the run's folder, one the finished run still
+keeps (its last `keep_checkpoints`).
 A guide whose command the CLI would refuse is a guide that no longer runs.
 """
 from __future__ import annotations
@@ -159,12 +160,19 @@ def test_a_documented_command_names_paths_that_exist_and_configs_that_load(where
         load_config(config, sets)  # a field the docs set that the config does not have is an error
 
 
-def _run_dirs() -> dict[str, tuple[int, int]]:
-    """run.dir -> (steps, checkpoint_every) of every example config."""
+def _run_dirs() -> dict[str, tuple[int, int, int]]:
+    """run.dir -> (steps, checkpoint_every, keep_checkpoints) of every example config, and of every
+    documented command that points a config at another folder (``--set run.dir=...``)."""
     dirs = {}
     for f in sorted((REPO / "examples").glob("*.yaml")):
         cfg = load_config(f)
-        dirs[str(cfg.run.dir)] = (cfg.run.steps, cfg.run.checkpoint_every)
+        dirs[str(cfg.run.dir)] = (cfg.run.steps, cfg.run.checkpoint_every, cfg.run.keep_checkpoints)
+    for _, words in COMMANDS:
+        config = next((REPO / w for w in words if w.endswith((".yaml", ".yml")) and (REPO / w).is_file()), None)
+        sets = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--set"]
+        if config is not None and any(x.startswith("run.dir=") for x in sets):
+            cfg = load_config(config, sets)
+            dirs[str(cfg.run.dir)] = (cfg.run.steps, cfg.run.checkpoint_every, cfg.run.keep_checkpoints)
     return dirs
 
 
@@ -173,15 +181,17 @@ CHECKPOINTS = [(where, words[i + 1]) for where, words in COMMANDS
 
 
 @pytest.mark.parametrize("where,path", CHECKPOINTS, ids=[w for w, _ in CHECKPOINTS])
-def test_a_documented_checkpoint_is_named_as_runs_write_them(where, path):
+def test_a_documented_checkpoint_is_one_a_finished_run_keeps(where, path):
+    """Named as runs write them (step_ and six digits) and, where the docs name the run's folder,
+    one of the checkpoints that run still has when it ends (it keeps the last keep_checkpoints)."""
     m = re.fullmatch(r"(.+)/checkpoints/step_(\d+)", path)
     assert m, f"{where}: {path} is not RUN/checkpoints/step_N"
     run_dir, step = m.group(1), int(m.group(2))
     assert Path(path).name == Checkpoints.folder_name(step), f"{where}: a run writes {Checkpoints.folder_name(step)}"
     if run_dir in (dirs := _run_dirs()):
-        steps, every = dirs[run_dir]
-        assert step <= steps and (step % every == 0 or step == steps), \
-            f"{where}: {run_dir} saves every {every} steps up to {steps}, not at {step}"
+        steps, every, keep = dirs[run_dir]
+        saved = sorted({s for s in range(every, steps + 1, every)} | {steps})
+        assert step in saved[-keep:], f"{where}: {run_dir} ends with checkpoints {saved[-keep:]}, not {step}"
 
 
 def doc_imports() -> list[tuple[str, str, str]]:
