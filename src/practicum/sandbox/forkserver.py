@@ -704,7 +704,9 @@ class Server:
 
     def file_op(self, req: dict, blob: bytearray) -> tuple[dict, bytes]:
         # File operations run with the execution uid, so that files belong to the programs.
-        # Safe without races: between executions no process of that uid exists.
+        # Between executions no process of that uid exists - except in a container-mode session
+        # that keeps processes, whose programs are root of a container whose whole view they may
+        # write anyway; the walk refuses links either way (write_in/read_in).
         root = req.get("root") or self.workspace
         if root not in self.roots:
             return {"ok": False, "kind": "invalid", "message": f"{root!r} is not a folder of this session"}, b""
