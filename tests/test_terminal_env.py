@@ -163,10 +163,12 @@ def test_a_server_the_agent_leaves_running_is_there_for_the_verifier(tmp_path, m
         "instruction.md": "Serve /app on 127.0.0.1:8080 and keep the server running.\n",
         "task.toml": "[verifier]\ntimeout_sec = 60\n",
         "environment/Dockerfile": "FROM debian:12-slim\nWORKDIR /app\nRUN echo ok > /app/health\n",
+        # Harbor's compose: the main service's environment reaches the agent and the verifier
+        "environment/docker-compose.yaml": "services:\n  main:\n    environment:\n      - TEST_DIR=${TEST_DIR}\n",
         "solution/solve.sh": "#!/bin/bash\nnohup python3 -m http.server 8080 --bind 127.0.0.1 --directory /app "
                              ">/tmp/server.log 2>&1 &\nfor i in $(seq 50); do python3 -c \"import urllib.request as u; "
                              "u.urlopen('http://127.0.0.1:8080/health')\" 2>/dev/null && break; sleep 0.1; done\n",
-        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\npython3 -c \"import urllib.request as u; "
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n[ \"$TEST_DIR\" = /tests ] && python3 -c \"import urllib.request as u; "
                          "assert u.urlopen('http://127.0.0.1:8080/health', timeout=5).read() == b'ok\\n'\" "
                          "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
     })

@@ -435,17 +435,24 @@ def test_a_compose_build_context_is_the_image_build_context(tmp_path):
                                    "environment/docker-compose.yaml": COMPOSE_TASK_ROOT, "app/main.py": "print(1)\n"})
     task = load_task(d)
     assert task.build_context == d.resolve()
+    assert task.compose_env == {"TEST_DIR": "/tests"}  # Harbor's variables, filled in as Harbor fills them
     said = messages(check_task(d), "warning")
-    assert any("not started by Practicum: cache" in m for m in said) and any("services.main: environment" in m for m in said)
+    assert any("not started by Practicum: cache" in m for m in said) and not any("services.main:" in m for m in said)
     no_app = make_task(tmp_path, "no-app", files={"environment/Dockerfile": "FROM ubuntu:24.04\nCOPY app/ /app/\n"})
     assert any("COPY source 'app/' is not in environment/" in m for m in messages(check_task(no_app)))
 
 
 @pytest.mark.parametrize(("context", "expected"), [
     ("${CONTEXT_DIR}/../..", "leaves the task folder"),
-    ("${HOME}", "only ${CONTEXT_DIR}"),
+    ("${HOME}", "HOME is not one of the variables Harbor sets"),
 ])
 def test_a_compose_build_context_outside_the_task_or_on_other_variables_is_refused(tmp_path, context, expected):
     d = make_task(tmp_path, files={"environment/Dockerfile": "FROM ubuntu:24.04\n",
                                    "environment/docker-compose.yaml": f"services:\n  main:\n    build:\n      context: {context}\n"})
     assert any(expected in m for m in messages(check_task(d))), messages(check_task(d))
+
+
+def test_a_compose_environment_on_a_variable_harbor_does_not_set_is_refused(tmp_path):
+    compose = "services:\n  main:\n    environment:\n      LOGS: ${HOST_VERIFIER_LOGS_PATH}\n      MODE: fast\n"
+    d = make_task(tmp_path, files={"environment/Dockerfile": "FROM ubuntu:24.04\n", "environment/docker-compose.yaml": compose})
+    assert any("HOST_VERIFIER_LOGS_PATH is not one of the variables Harbor sets" in m for m in messages(check_task(d)))

@@ -84,10 +84,12 @@ class Image:
     base: str | None
     notes: tuple[str, ...] = ()
 
-    def container(self, keep_processes: bool = False) -> Container:
+    def container(self, keep_processes: bool = False, extra_env: dict[str, str] | None = None) -> Container:
         """The container-mode options of a session of this image (``keep_processes``: see
-        :class:`~practicum.sandbox.base.Container`)."""
-        return Container(layers=(str(self.layer),) if self.layer else (), env=self.env, keep_processes=keep_processes)
+        :class:`~practicum.sandbox.base.Container`; ``extra_env``: set over the image's, as a compose
+        file's ``environment`` is)."""
+        env = tuple({**dict(self.env), **(extra_env or {})}.items())
+        return Container(layers=(str(self.layer),) if self.layer else (), env=env, keep_processes=keep_processes)
 
 
 def home() -> Path:

@@ -143,7 +143,8 @@ class TerminalEnv(ToolEnvironment):
             if t.dockerfile is not None:  # container mode: the task's image, root, a writable /
                 self.image, binds = await prepare_image(t, self.sandbox_name)
                 self.session = await get_sandbox(self.sandbox_name).session(
-                    limits, workdir=t.workdir, binds=binds, container=self.image.container(keep_processes=True))
+                    limits, workdir=t.workdir, binds=binds,
+                    container=self.image.container(keep_processes=True, extra_env=t.compose_env))
                 self.git = f"{GIT} --git-dir={STATE_DIR}/baseline.git --work-tree={shlex.quote(t.workdir)}"
                 r = await self.session.exec(["mkdir", "-p", STATE_DIR, *VERIFIER_DIRS, "/logs/agent"])
                 if not r.ok:

@@ -342,6 +342,7 @@ class TerminalTask(BaseModel):
     test_files: list[str]  # relative to tests/
     dockerfile: Path | None
     build_context: Path | None = None  # the compose file's services.main.build.context; None: environment/
+    compose_env: dict[str, str] = Field(default_factory=dict)  # the compose file's services.main.environment
 
     @property
     def environment_dir(self) -> Path:
@@ -573,6 +574,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
     env_files: list[str] = []
     dockerfile: Path | None = None
     build_context: Path | None = None
+    compose_env: dict[str, str] = {}
     setup: Path | None = None
     if env_dir.exists() and not env_dir.is_dir():
         err(env_dir, "must be a folder of files that seed the workspace")
@@ -581,7 +583,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         env_files = [f for f in files if f not in NOT_SEEDED]
         for compose in ("docker-compose.yaml", "docker-compose.yml"):
             if compose in files:
-                build_context = _compose_build(env_dir / compose, path, "Dockerfile" in files, err, warn)
+                build_context, compose_env = _compose_build(env_dir / compose, path, "Dockerfile" in files, err, warn)
         if "Dockerfile" in files:
             dockerfile = env_dir / "Dockerfile"
             try:
@@ -641,7 +643,7 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
     task = TerminalTask(
         name=path.name, path=path, instruction=instruction, spec=spec, workdir=workdir,
         environment_files=env_files, setup_script=setup, solution_files=sol_files, test_files=test_files,
-        dockerfile=dockerfile, build_context=build_context,
+        dockerfile=dockerfile, build_context=build_context, compose_env=compose_env,
     )
     return task, problems
 
@@ -687,51 +689,81 @@ def _without(data: Any, loc: list[Any]) -> Any:
     return {k: (_without(v, rest) if k == head else v) for k, v in data.items()}
 
 
-def _compose_build(compose: Path, task: Path, has_dockerfile: bool, err: Any, warn: Any) -> Path | None:
+# What Harbor's compose files interpolate, as Harbor sets it (inside the container)
+HARBOR_COMPOSE_VARS = {"TEST_DIR": "/tests", "ENV_VERIFIER_LOGS_PATH": VERIFIER_DIR, "ENV_AGENT_LOGS_PATH": "/logs/agent"}
+
+
+def _compose_build(compose: Path, task: Path, has_dockerfile: bool, err: Any,
+                   warn: Any) -> tuple[Path | None, dict[str, str]]:
     """What of a task's compose file Practicum uses: the main service's ``build.context`` (Harbor
     sets ``CONTEXT_DIR`` to ``environment/``; tasks point it at the task folder to ``COPY app/``),
-    which must stay inside the task folder; the build context, or None for ``environment/``.
-    Other services are not started (a warning)."""
+    which must stay inside the task folder, and its ``environment`` (Harbor's ``${TEST_DIR}`` and
+    log paths filled in as Harbor fills them). Returns (the build context, or None for
+    ``environment/``; the environment). Other services are not started (a warning)."""
     try:
         data = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         err(compose, f"not a readable compose file: {str(e).splitlines()[0]}")
-        return None
+        return None, {}
     services = data.get("services") if isinstance(data, dict) else None
     if not isinstance(services, dict) or not services:
         warn(compose, "compose services are not started by Practicum")
-        return None
+        return None, {}
     others = sorted(str(k) for k in services if k != "main")
     if others:
         warn(compose, f"compose services are not started by Practicum: {', '.join(others)}")
     main = services.get("main") if isinstance(services.get("main"), dict) else {}
-    unused = sorted(str(k) for k in main if k not in ("build", "image", "command"))
+    unused = sorted(str(k) for k in main if k not in ("build", "image", "command", "environment"))
     if unused:
         warn(compose, f"services.main: {', '.join(unused)} not used by Practicum (the image is built from "
                       "environment/Dockerfile and run with task.toml's limits)")
+    env_dir = task / "environment"
+    values = {"CONTEXT_DIR": str(env_dir), **HARBOR_COMPOSE_VARS}
+
+    def fill(raw: str, where: str) -> str | None:
+        missing = []
+
+        def one(m: re.Match[str]) -> str:
+            name = m.group(1) or m.group(2)
+            if name not in values:
+                missing.append(name)
+            return values.get(name, "")
+
+        out = re.sub(r"\$\{(\w+)\}|\$(\w+)", one, raw)
+        if missing:
+            err(compose, f"{where} {raw!r}: {', '.join(sorted(set(missing)))} is not one of the variables "
+                         f"Harbor sets ({', '.join(sorted(values))})")
+            return None
+        return out
+
+    env: dict[str, str] = {}
+    raw_env = main.get("environment") or {}
+    pairs = (raw_env.items() if isinstance(raw_env, dict)
+             else (str(x).partition("=")[::2] for x in raw_env) if isinstance(raw_env, list) else [])
+    for k, v in pairs:
+        value = fill(str(v if v is not None else ""), f"services.main.environment {k}:")
+        if value is not None:
+            env[str(k)] = value
     build = main.get("build")
     if isinstance(build, str):
         build = {"context": build}
     if not isinstance(build, dict) or "context" not in build:
-        return None
-    env_dir = task / "environment"
-    values = {"CONTEXT_DIR": str(env_dir)}
+        return None, env
     raw = str(build["context"])
-    context_text = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: values.get(m.group(1) or m.group(2), "\0"), raw)
-    if "\0" in context_text:
-        err(compose, f"services.main.build.context {raw!r}: only ${{CONTEXT_DIR}} (environment/) can be used there")
-        return None
+    context_text = fill(raw, "services.main.build.context")
+    if context_text is None:
+        return None, env
     context = (env_dir / context_text).resolve()
     if context != task and task not in context.parents:
         err(compose, f"services.main.build.context {raw!r} leaves the task folder")
-        return None
+        return None, env
     dockerfile = str(build.get("dockerfile", "")).replace("${CONTEXT_DIR}", str(env_dir))
     if dockerfile and (context / dockerfile).resolve() != (env_dir / "Dockerfile").resolve():
         err(compose, f"services.main.build.dockerfile {build['dockerfile']!r}: the task's image is built from "
                      "environment/Dockerfile")
     if not has_dockerfile:
         err(compose, "services.main.build names a build, but environment/ has no Dockerfile")
-    return None if context == env_dir.resolve() else context
+    return (None if context == env_dir.resolve() else context), env
 
 
 def _reserved(workdir: str) -> bool:
