@@ -292,36 +292,37 @@ def _serve_tools(recipe: ImageRecipe, staged: Path) -> None:
     (``curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh``, a site the build cannot reach):
     its binaries put in the staged context, where the curl stand-in's installer copies them
     from (``PRACTICUM_UV_RELEASES``)."""
-    from practicum.sandbox.container import ROOT_BASE
-
     for step in recipe.steps:
         if isinstance(step, Run):
             for m in UV_INSTALLER_URL.finditer(" ".join(step.argv)):
                 version = m.group(1)
-                folder = tool_files("uv", f"=={version}" if version else "")
-                target = staged / UV_RELEASES / (version or "latest")
-                target.mkdir(parents=True, exist_ok=True)
-                for name in ("uv", "uvx"):
-                    shutil.copy2(folder / name, target / name)
-                    os.lchown(target / name, ROOT_BASE, ROOT_BASE)
-                for d in (staged / ".practicum-tools", staged / UV_RELEASES, target):
-                    os.chown(d, ROOT_BASE, ROOT_BASE)
-
+                _stage_files(tool_files("uv", f"=={version}" if version else ""), ("uv", "uvx"), staged,
+                             f"{UV_RELEASES}/{version or 'latest'}", step.line)
     for i, step in enumerate(recipe.steps):
         if isinstance(step, Copy) and step.tool is not None:
             folder = tool_files(*step.tool)
             rel = f".practicum-tools/{folder.name}"
-            (staged / rel).mkdir(parents=True, exist_ok=True)
-            for src in step.sources:
-                name = src.lstrip("/")
-                if not (folder / name).is_file():
-                    raise ImageBuildError(f"Dockerfile line {step.line}: {folder.name} has no {name}")
-                shutil.copy2(folder / name, staged / rel / name)
-                os.lchown(staged / rel / name, ROOT_BASE, ROOT_BASE)
-            for d in (staged / ".practicum-tools", staged / rel):
-                os.chown(d, ROOT_BASE, ROOT_BASE)
+            _stage_files(folder, tuple(src.lstrip("/") for src in step.sources), staged, rel, step.line)
             recipe.steps[i] = dataclasses.replace(step, sources=tuple(f"{rel}/{s.lstrip('/')}" for s in step.sources),
                                                   tool=None)
+
+
+def _stage_files(folder: Path, names: tuple[str, ...], staged: Path, rel: str, line: int) -> None:
+    """Copy ``names`` of ``folder`` to ``staged/rel``, owned (with the folders on the way) by the
+    container's root, as the staged context is."""
+    from practicum.sandbox.container import ROOT_BASE
+
+    target = staged / rel
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        if not (folder / name).is_file():
+            raise ImageBuildError(f"Dockerfile line {line}: {folder.name} has no {name}")
+        shutil.copy2(folder / name, target / name)
+        os.lchown(target / name, ROOT_BASE, ROOT_BASE)
+    d = target
+    while d != staged:
+        os.chown(d, ROOT_BASE, ROOT_BASE)
+        d = d.parent
 
 
 async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str, timeout_s: float, log) -> None:

@@ -17,13 +17,12 @@ naming the file (and line) and the field.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from practicum.domains.plugin import parse_task
+from practicum.domains.plugin import parse_task, read_task_json
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 from practicum.verify.code import CodeTests
@@ -114,15 +113,6 @@ def _task_from(data: Any, where: str, default_id: str) -> CodeTask:
     return task
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise TaskError(f"cannot read task file {path}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
-        raise TaskError(f"{path}: not valid JSON ({e})") from None
-
-
 def _read_text(path: Path) -> str:
     try:
         return path.read_text()
@@ -132,7 +122,7 @@ def _read_text(path: Path) -> str:
 
 def load_task_folder(folder: Path) -> CodeTask:
     """``task.json`` plus optional ``tests/*.py`` (pytest files) and ``solution.py`` (reference)."""
-    data = _read_json(folder / "task.json")
+    data = read_task_json(folder / "task.json")
     if isinstance(data, dict):
         data = dict(data)
         tests_dir = folder / "tests"
@@ -180,7 +170,7 @@ def load_tasks(path: str | Path) -> list[CodeTask]:
             raise TaskError(f"{path}: no tasks")
         return _unique(tasks, str(path))
     default_id = path.parent.name if path.name == "task.json" else path.stem
-    return [_task_from(_read_json(path), str(path), default_id)]
+    return [_task_from(read_task_json(path), str(path), default_id)]
 
 
 def _unique(tasks: list[CodeTask], where: str) -> list[CodeTask]:

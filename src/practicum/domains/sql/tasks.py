@@ -20,13 +20,12 @@ The built-in bank is ``bank/*.jsonl`` beside this module (:func:`builtin_tasks`)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from practicum.domains.plugin import parse_task
+from practicum.domains.plugin import parse_task, read_task_json
 from practicum.envs.base import read_jsonl
 from practicum.errors import TaskError
 
@@ -68,12 +67,7 @@ def _task_from(data: Any, where: str, default_id: str) -> SqlTask:
 def load_task_file(path: str | Path) -> SqlTask:
     """One task from a ``.json`` file; errors name the file and the field."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise TaskError(f"cannot read task file {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
-        raise TaskError(f"{path}: not valid JSON ({e})") from None
+    data = read_task_json(path)
     return _task_from(data, str(path), path.stem)
 
 
@@ -92,12 +86,7 @@ def load_tasks(path: str | Path) -> list[SqlTask]:
         if not tasks:
             raise TaskError(f"{path}: no tasks")
         return _unique(tasks, str(path))
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise TaskError(f"cannot read task file {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: nested too deep
-        raise TaskError(f"{path}: not valid JSON ({e})") from None
+    data = read_task_json(path)
     if isinstance(data, list):
         return _unique([_task_from(d, f"{path}[{i}]", f"{path.stem}/{i}") for i, d in enumerate(data)], str(path))
     return [_task_from(data, str(path), path.stem)]

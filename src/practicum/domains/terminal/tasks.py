@@ -63,7 +63,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from practicum.envs.dockerfile import Copy, ImageRecipe, parse_dockerfile
+from practicum.envs.dockerfile import Copy, ImageRecipe, parse_dockerfile, substitute
 from practicum.errors import TaskError, VerifierFailure
 from practicum.records import Message, Score, Task
 
@@ -721,15 +721,7 @@ def _compose_build(compose: Path, task: Path, has_dockerfile: bool, err: Any,
     values = {"CONTEXT_DIR": str(env_dir), **HARBOR_COMPOSE_VARS}
 
     def fill(raw: str, where: str) -> str | None:
-        missing = []
-
-        def one(m: re.Match[str]) -> str:
-            name = m.group(1) or m.group(2)
-            if name not in values:
-                missing.append(name)
-            return values.get(name, "")
-
-        out = re.sub(r"\$\{(\w+)\}|\$(\w+)", one, raw)
+        out, missing = substitute(raw, values)  # compose interpolates as a Dockerfile does
         if missing:
             err(compose, f"{where} {raw!r}: {', '.join(sorted(set(missing)))} is not one of the variables "
                          f"Harbor sets ({', '.join(sorted(values))})")
@@ -757,7 +749,7 @@ def _compose_build(compose: Path, task: Path, has_dockerfile: bool, err: Any,
     if context != task and task not in context.parents:
         err(compose, f"services.main.build.context {raw!r} leaves the task folder")
         return None, env
-    dockerfile = str(build.get("dockerfile", "")).replace("${CONTEXT_DIR}", str(env_dir))
+    dockerfile = fill(str(build.get("dockerfile", "")), "services.main.build.dockerfile")
     if dockerfile and (context / dockerfile).resolve() != (env_dir / "Dockerfile").resolve():
         err(compose, f"services.main.build.dockerfile {build['dockerfile']!r}: the task's image is built from "
                      "environment/Dockerfile")
