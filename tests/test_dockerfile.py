@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from practicum.envs.dockerfile import DEFAULT_PATH, Copy, MakeDir, Run, parse_dockerfile, substitute
-from practicum.envs.images import ImageBuildError, build_image, verifier_requirements
+from practicum.envs.images import ImageBuildError, build_image, install_requests, verifier_requirements
 from practicum.sandbox import get_sandbox
 
 
@@ -86,6 +86,20 @@ def test_verifier_requirements_from_the_standard_bootstraps():
     assert set(verifier_requirements([other])) == {"pytest", "pytest==8.4.1", "requests==2.32.5", "rich", "ruff"}
     quiet = "python3 -m pip install -q pytest==9.0.3 2>/dev/null || true\npip3 install attrs >/dev/null 2>&1\n"
     assert verifier_requirements([quiet]) == ["pytest", "pytest==9.0.3", "attrs"]  # a redirection is not a package
+    other_w = "figlet -w 200 hi | cmp -s - banner.txt\nuv run --with rich==14.0.0 python x.py\n"
+    assert verifier_requirements([other_w]) == ["pytest", "rich==14.0.0"]  # another command's -w is not uvx's
+
+
+def test_install_requests_of_solutions_and_tests():
+    """What a task's scripts install at run time, in the forms TB2 solutions and tests write."""
+    solve = ("apt-get update && apt-get install -y --no-install-recommends \\\n    primer3=2.4.0-1 emboss:amd64 \\\n"
+             "    && rm -rf /var/lib/apt/lists/*\nDEBIAN_FRONTEND=noninteractive apt -y install expect > /dev/null\n"
+             "pip install grpcio==1.73.0 'grpcio-tools>=1.73' -r requirements.txt --index-url https://x/simple\n"
+             "pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\npip install -e . numpy\n"
+             "apt-get remove -y vim  # not an install\nuvx -w pytest==8.4.1 pytest\n")
+    debs, reqs = install_requests([solve, "apt-get install -y expect curl\n"])
+    assert debs == ["primer3", "emboss", "expect", "curl"]
+    assert reqs == ["grpcio==1.73.0", "grpcio-tools>=1.73", "numpy"]  # not the files, the URLs, torch or uvx's
 
 
 def test_env_path_extends_the_base_images_path():

@@ -155,6 +155,33 @@ def _reference_and_untouched(domain: TerminalDomain):
     return asyncio.run(both())
 
 
+def test_packages_the_solution_and_the_tests_install_are_fetched_ahead_and_install_offline(tmp_path, monkeypatch):
+    """A TB2 solution `apt-get update && apt-get install -y primer3` / `pip install grpcio`, and a
+    test.sh `apt-get install -y expect`: Harbor's container fetches them at run time; here the
+    agent and the verifier have no network, so the image build downloads (never installs) what
+    the task's scripts name, and the real installs then work offline. The untouched workspace
+    has neither package; an install of a package nobody named fails at once (pip has no index)."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    files = {
+        "instruction.md": "Write a figlet banner of 'hi' to /app/banner.txt and pyfiglet's to /app/banner2.txt.\n",
+        "task.toml": "[verifier]\ntimeout_sec = 120\n[agent]\ntimeout_sec = 300\n",
+        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+        "solution/solve.sh": "#!/bin/bash\nset -e\napt-get update && apt-get install -y figlet\npip install pyfiglet\n"
+                             "figlet -w 200 hi > /app/banner.txt\n"
+                             "python3 -c 'import pyfiglet; print(pyfiglet.figlet_format(\"hi\"))' > /app/banner2.txt\n"
+                             "start=$(date +%s); pip install tinydb >/dev/null 2>&1 && exit 3; "
+                             "[ $(( $(date +%s) - start )) -lt 5 ] || exit 4\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\napt-get update && apt-get install -y sl\n"
+                         "if [ -x /usr/games/sl ] && [ -s /app/banner.txt ] && figlet -w 200 hi | cmp -s - /app/banner.txt "
+                         "&& grep -q '_' /app/banner2.txt; then echo 1 > /logs/verifier/reward.txt; "
+                         "else echo 0 > /logs/verifier/reward.txt; fi\n",
+    }
+    domain = _task(tmp_path / "tasks" / "fetched-ahead", files)
+    ref, untouched = _reference_and_untouched(domain)
+    assert ref.failed_step is None and ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched
+
+
 def test_a_server_the_agent_leaves_running_is_there_for_the_verifier(tmp_path, monkeypatch):
     """"Start a server on 127.0.0.1:8080 and keep it running" (a public Harbor task): in container
     mode what the agent starts in the background lives on to be probed, as in Harbor's container."""

@@ -57,7 +57,8 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "5"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test
+BUILDER_VERSION = "6"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test.
+# 6: the packages the task's scripts install, fetched ahead; /etc/pip.conf
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
@@ -140,17 +141,22 @@ _BUILDS: dict[str, asyncio.Lock] = {}
 _FAILED: dict[str, str] = {}  # image key -> why its build failed (in this process)
 
 
-def image_key(dockerfile: Path, context: Path | None = None) -> str:
+def image_key(dockerfile: Path, context: Path | None = None, prefetch: tuple[list[str], list[str]] = ([], [])) -> str:
     h = hashlib.sha256(f"{BUILDER_VERSION}\0{_host_state()}\0".encode())
     h.update(dockerfile.read_bytes())
     h.update(_context_hash(context or dockerfile.parent).encode())
+    if prefetch[0] or prefetch[1]:
+        h.update(f"\0prefetch\0{prefetch[0]}\0{prefetch[1]}".encode())
     return h.hexdigest()[:24]
 
 
 async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float = 600.0,
-                      log=None, context: Path | None = None) -> Image:
+                      log=None, context: Path | None = None,
+                      prefetch: tuple[list[str], list[str]] = ([], [])) -> Image:
     """The image of ``dockerfile``, built now or from cache. The build context is ``context``,
-    else the Dockerfile's folder (a task's compose file can name another: :mod:`practicum.domains.terminal.tasks`)."""
+    else the Dockerfile's folder (a task's compose file can name another: :mod:`practicum.domains.terminal.tasks`).
+    ``prefetch``: the Debian packages and Python requirements that the task's scripts install
+    at run time (:func:`install_requests`), downloaded into the image (:func:`_prefetch_steps`)."""
     context = context or dockerfile.parent
     try:
         text = dockerfile.read_text(encoding="utf-8")
@@ -159,13 +165,16 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
     recipe = parse_dockerfile(text)
     if recipe.problems:
         raise ImageBuildError(f"{dockerfile}: " + "; ".join(str(p) for p in recipe.problems))
-    key = image_key(dockerfile, context)
+    key = image_key(dockerfile, context, prefetch)
     notes = (f"FROM {recipe.base} is mapped to this machine's own root filesystem",) if recipe.base else ()
     env = tuple({**BUILD_ENV, **recipe.env}.items())
     base_steps = _base_mapping(recipe)
     if base_steps:
         notes += (f"{recipe.base}: `python` is linked to this machine's python3, as the python images have it",)
         recipe.steps[:0] = base_steps
+    if prefetch[0] or prefetch[1]:
+        notes += (f"fetched ahead for installs offline: {', '.join([*prefetch[0], *prefetch[1]])}",)
+        recipe.steps += _prefetch_steps(*prefetch)
     changes = [s for s in recipe.steps if not isinstance(s, MakeDir)]
     if not changes:
         return Image(key, None, recipe.workdir, env, recipe.base, notes)
@@ -441,8 +450,15 @@ def verifier_requirements(scripts: list[str]) -> list[str]:
                 words = shlex.split(code)
             except ValueError:
                 words = code.split()
+            in_uv = False  # -w/--with are uvx's and uv run's options (`figlet -w 200` is not a package)
             for i, w in enumerate(words):
-                if w in ("-w", "--with") and i + 1 < len(words):
+                if w in ("&&", "||", ";", "|"):
+                    in_uv = False
+                elif os.path.basename(w) == "uvx" or (os.path.basename(w) == "uv" and words[i + 1:i + 2] in (["run"], ["tool"])):
+                    in_uv = True
+                elif not in_uv:
+                    continue
+                elif w in ("-w", "--with") and i + 1 < len(words):
                     found += [r for r in words[i + 1].split(",") if r]
                 elif w.startswith("--with="):
                     found += [r for r in w.split("=", 1)[1].split(",") if r]
@@ -478,11 +494,91 @@ def _installs(words: list[str], found: list[str]) -> None:
             continue
         if start is None:
             continue
+        skip = False
         for x in words[start:]:
             if x in ("&&", "||", ";", "|") or re.match(r"\d*[<>]|&>", x):  # the command ends, or a redirection
                 break
-            if not x.startswith("-"):
+            if skip:  # the value of an option that takes one (-r requirements.txt, --index-url URL)
+                skip = False
+            elif x in _PIP_VALUED:
+                skip = True
+            elif not x.startswith("-"):
                 found.append(x)
+
+
+# pip install options whose value is the next word: never a package
+_PIP_VALUED = frozenset(("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
+                         "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root",
+                         "--python-version", "--platform", "--implementation", "--abi", "--src", "--upgrade-strategy",
+                         "--no-binary", "--only-binary", "--progress-bar", "--python", "-p", "--group"))
+
+
+# --- packages the task's own scripts install, fetched ahead --------------------------------------
+
+# Too large to fetch for every image that names them (PyPI's torch is a CUDA build of several GB);
+# a task that needs one installs it in its Dockerfile, where the build has the network.
+NOT_PREFETCHED = frozenset(("torch", "torchvision", "torchaudio", "tensorflow", "jax", "jaxlib"))
+PREFETCH_WHEELS = "/var/cache/practicum/wheels"  # in the image: pip's find-links (the image's /etc/pip.conf)
+_DEB = re.compile(r"[a-z0-9][a-z0-9+.\-]+")
+
+
+def install_requests(scripts: list[str]) -> tuple[list[str], list[str]]:
+    """The Debian packages and the Python requirements that ``scripts`` install at run time
+    (``apt-get``/``apt install``, and the pip forms of :func:`verifier_requirements`), each once,
+    in order: what a task's solution and tests would fetch from the network."""
+    debs: list[str] = []
+    reqs: list[str] = []
+    for text in scripts:
+        for line in re.sub(r"\\\n", " ", text).splitlines():
+            code = line.split("#", 1)[0]
+            try:
+                words = shlex.split(code)
+            except ValueError:
+                words = code.split()
+            found: list[str] = []
+            _installs([w for w in words if os.path.basename(w) != "uvx"], found)
+            reqs += [r for r in found if re.fullmatch(_REQ, r) and not r.endswith((".txt", ".toml", ".cfg", ".whl"))]
+            for i, w in enumerate(words):
+                if os.path.basename(w) not in ("apt-get", "apt"):
+                    continue
+                rest = words[i + 1:]
+                j = next((k for k, x in enumerate(rest) if not x.startswith("-")), None)
+                if j is None or rest[j] != "install":
+                    continue
+                for x in rest[j + 1:]:
+                    if x in ("&&", "||", ";", "|") or re.match(r"\d*[<>]|&>", x):
+                        break
+                    name = x.split("=", 1)[0].split(":", 1)[0]
+                    if not x.startswith("-") and _DEB.fullmatch(name):
+                        debs.append(name)
+    pip_names = [re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower() for r in reqs]
+    reqs = [r for r, n in zip(reqs, pip_names, strict=True) if n not in NOT_PREFETCHED]
+    return list(dict.fromkeys(debs)), list(dict.fromkeys(reqs))
+
+
+def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
+    """Build steps, after the Dockerfile's, that download (never install) what the task's scripts
+    install at run time, for the agent and the verifier, which have no network: the Debian
+    packages (with what they depend on) into apt's own cache, where ``apt-get install`` finds
+    them offline; the Python ones into a folder that the image's ``/etc/pip.conf`` makes pip's
+    only index. One that cannot be fetched (not in Debian 12, not on PyPI for this Python) is
+    left out with a line in the build log: its install fails at run time as it would offline."""
+    from practicum.envs.dockerfile import Context
+
+    q = shlex.quote
+    lines = ["export DEBIAN_FRONTEND=noninteractive"]
+    for d in debs:  # one at a time: one unknown name must not keep the others out
+        lines.append(f"apt-get install --download-only -y -qq {q(d)} >/dev/null 2>&1 "
+                     f"|| echo 'prefetch: Debian package {d} not available' >&2")
+    lines.append(f"mkdir -p {PREFETCH_WHEELS}")
+    for r in reqs:
+        lines.append(f"python3 -m pip download --quiet --no-cache-dir --disable-pip-version-check -d {PREFETCH_WHEELS} {q(r)} "
+                     f">/dev/null 2>&1 || echo 'prefetch: Python package {r} not available' >&2")
+    # pip in the image: its index is that folder alone, so that an install fails at once offline
+    lines.append(f"printf '[global]\\nfind-links = {PREFETCH_WHEELS}\\nno-index = true\\n' > /etc/pip.conf")
+    lines.append("true")
+    ctx = Context("/", (("PATH", DEFAULT_PATH),), "root", ("/bin/sh", "-c"))
+    return [Run(0, ("/bin/sh", "-c", "\n".join(lines)), ctx, "fetch the packages the task's scripts install")]
 
 
 def toolchain_python() -> tuple[int, int]:

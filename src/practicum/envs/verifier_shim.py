@@ -10,7 +10,8 @@ Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each 
   and writes ``$HOME/.local/bin/env``, as the real installer does. Any other URL: the real tool.
   In an image build, the installer it gives copies that uv release's real binaries (fetched from
   PyPI by the builder, ``PRACTICUM_UV_RELEASES``) instead, so the image holds them.
-* ``apt-get``/``apt``: ``update`` does nothing; ``install`` succeeds when every package is
+* ``apt-get``/``apt``: ``update`` does nothing; ``install`` installs what the image build fetched
+  ahead (the packages the task's scripts install), and otherwise succeeds when every package is
   already installed (``dpkg-query``), else says which are missing and fails. Other commands:
   the real tool.
 * ``uvx [-w REQ]... [-p VERSION] CMD ARGS`` / ``uv run ... CMD ARGS`` / ``uv tool run``: runs CMD
@@ -50,12 +51,20 @@ def say(msg):
     print(f"practicum (offline verifier): {msg}", file=sys.stderr)
 
 
-def real(name, args):
-    """Run the real ``name`` (the first one on PATH that is not one of these stand-ins)."""
+def real_path(name):
+    """The real ``name``: the first one on PATH that is not one of these stand-ins."""
     for d in os.environ.get("PATH", "").split(os.pathsep):
         p = os.path.join(d, name)
         if d and os.access(p, os.X_OK) and os.path.realpath(p) != os.path.realpath(__file__):
-            os.execv(p, [name, *args])
+            return p
+    return None
+
+
+def real(name, args):
+    """Run the real ``name`` in place of this process."""
+    p = real_path(name)
+    if p is not None:
+        os.execv(p, [name, *args])
     say(f"{name}: not found")
     sys.exit(127)
 
@@ -270,12 +279,28 @@ def apt(name, args):
             print(f"{', '.join(pkgs) or 'nothing'}: already on this machine")
             return 0
         real(name, [*args[:at + 1], *[a for a in args[at + 1:] if a.startswith("-")], *missing])
+    if missing and offline_install(name, missing):  # fetched ahead into the image (the task's scripts name it)
+        print(f"{', '.join(missing)}: installed from the packages fetched ahead")
+        return 0
     if missing:
-        say(f"{name} install: {', '.join(missing)} not installed in the task image and the verifier has no network; "
-            "install it in the task's Dockerfile (RUN apt-get install ...)")
+        say(f"{name} install: {', '.join(missing)} not installed in the task image, not fetched ahead, and the verifier "
+            "has no network; install it in the task's Dockerfile (RUN apt-get install ...)")
         return 100
     print(f"{', '.join(pkgs) or 'nothing'}: already installed")
     return 0
+
+
+def offline_install(name, pkgs):
+    """Install ``pkgs`` with the real apt-get from the packages the image build fetched ahead (apt's
+    cache); False when one of them (or of what it depends on) is not there."""
+    import subprocess
+
+    exe = real_path(name)
+    if exe is None:
+        return False
+    r = subprocess.run([exe, "install", "-y", "-qq", "--no-download", *pkgs], capture_output=True, text=True,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    return r.returncode == 0
 
 
 def pip(args, python="python3"):

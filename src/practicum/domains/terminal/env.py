@@ -54,6 +54,7 @@ from practicum.envs.images import (
     Image,
     ImageBuildError,
     build_image,
+    install_requests,
     toolchain_binds,
     verifier_requirements,
 )
@@ -289,9 +290,12 @@ class TerminalEnv(ToolEnvironment):
 async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, list[Bind]]:
     """The task's image (built once, cached) and the read-only binds of its verifier toolchain."""
     assert t.dockerfile is not None
-    image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
-                              context=t.build_context)
     scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
+    solution = t.solution_script.read_text(errors="replace") if t.solution_script is not None else ""
+    # what the reference solution and the tests install at run time, which Harbor's container
+    # fetches from the network: fetched ahead into the image, so the installs work offline
+    image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
+                              context=t.build_context, prefetch=install_requests([solution, *scripts]))
     binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
     return image, binds
 
