@@ -18,6 +18,9 @@ version. Sessions of the task then run over that layer (:class:`Image.container`
   force, with this machine's network (which reaches only the package registries: ``apt-get``
   and ``pip`` work through their ordinary clients; a package the machine has is a no-op). The
   agent and the verifier never have a network.
+* After the last line, what the task's solution and tests install at run time (``apt-get
+  install``, ``pip install``: :func:`install_requests`) is downloaded, never installed, so that
+  those installs work offline (:func:`_prefetch_steps`).
 * A build that fails raises :class:`ImageBuildError` naming the Dockerfile line, the command
   and the last lines of its output; nothing half-built is cached.
 
