@@ -423,7 +423,7 @@ def test_tasks_check_points_at_nested_task_folders(tmp_path):
 
 def test_tasks_check_runs_solutions_and_says_why_one_fails(tmp_path):
     """In the sandbox: the good task scores 1/0; a reference that does nothing scores 0, and the
-    reason carries the verifier's last lines; a task without solve.sh is said to have none."""
+    reason carries the verifier's last lines and the solution's; a task without solve.sh is said to have none."""
     copy_shipped_task(tmp_path)
     lazy = copy_shipped_task(tmp_path / "x")
     shutil.move(lazy, tmp_path / "lazy-reference")
@@ -442,6 +442,7 @@ def test_tasks_check_runs_solutions_and_says_why_one_fails(tmp_path):
     assert (lazy_row["verdict"], lazy_row["reference"], lazy_row["untouched"]) == ("fail", 0.0, 0.0)
     assert lazy_row["reason"].startswith("reference scored 0.00, below 1; the verifier's last lines:\n")
     assert len(lazy_row["reason"].splitlines()) > 1
+    assert lazy_row["reason"].endswith("solve.sh's last lines:\nnothing to do")  # what the solution printed
     assert by_task["no-reference"]["verdict"] == "no-solution"
     assert by_task["no-reference"]["reason"].startswith("no solution/solve.sh")
 

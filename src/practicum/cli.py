@@ -577,6 +577,8 @@ async def _run_row(folder: Path, static: TaskCheckRow) -> TaskCheckRow:
         elif bad:
             what = "below 1" if label == "reference" else "above 0: the verifier passes without any work"
             why.append(f"{label} scored {run.score.value if run.score else 0:.2f}, {what}; the verifier's last lines:\n{run.output}")
+            if run.solution_output:
+                why.append(f"solve.sh's last lines:\n{run.solution_output}")
     if ref.score is None:
         return TaskCheckRow(folder.name, None, u, "no-solution", "\n".join(["no solution/solve.sh to score", *why]))
     if why:

@@ -321,11 +321,14 @@ class ReferenceRun:
 
     ``score`` is None when there is nothing to score (no ``solution/solve.sh``); ``failed_step``
     names the step that went wrong (``build``, ``setup``, ``solution``, ``verifier``), None when
-    every step ran; ``output`` is the last lines of that step's output (else the verifier's)."""
+    every step ran; ``output`` is the last lines of that step's output (else the verifier's);
+    ``solution_output``, the last lines of what ``solve.sh`` printed when it ran to its end (what
+    to read when a reference that exited 0 still scores below 1)."""
 
     score: Score | None
     failed_step: str | None = None
     output: str = ""
+    solution_output: str = ""
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -359,12 +362,15 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
             if r.status != "ok":
                 return ReferenceRun(Score(value=0.0, explanation=f"solve.sh {r.status}"), "solution",
                                     _tail(r.stdout + r.stderr + (f"\n{r.detail}" if r.detail else "")))
+            solved = _tail(f"{r.stdout}{r.stderr}" + (f"\n(exit {r.exit_code})" if r.exit_code else ""), 10)
+        else:
+            solved = ""
         try:
             score = await env.score("reference" if solve else "untouched")
         except VerifierFailure as e:
             out = env.extra_info.get("verifier", {}).get("output", "")
-            return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"))
-        return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")))
+            return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"), solved)
+        return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")), solved)
     finally:
         await env.close()
 
