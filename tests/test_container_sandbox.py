@@ -107,6 +107,24 @@ def test_memory_kill_and_cleanup():
     assert REPO.is_dir() and (REPO / "pyproject.toml").is_file()  # the host is untouched
 
 
+def test_reserved_address_space_is_not_memory_where_a_cgroup_holds_the_memory():
+    """Chromium, V8, the JVM and Go reserve far more address space than they touch (Chromium: 32
+    GiB PROT_NONE at start, then SIGTRAP when refused - a Terminal-Bench 2.0 task's chromedriver).
+    Docker limits memory with a cgroup, not an address-space limit; so does container mode where
+    the machine has the cgroup: the reservation succeeds, and touching more than the limit is still
+    killed. Without the cgroup the address-space limit is the only guard and stays."""
+    from practicum.sandbox.cgroups import cgroups_v1
+
+    reserve = ("python3 -c 'import mmap; m = mmap.mmap(-1, 32 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, "
+               "prot=0); print(\"reserved\", len(m) >> 30)'; python3 -c 'x = bytearray(1 << 30)'; echo rc=$?")
+    out, err, _ = run(reserve, limits=Limits(timeout_s=30, memory_mb=256))
+    if cgroups_v1()[0]:
+        assert "reserved 32" in out, (out, err)
+    else:
+        assert "reserved" not in out, (out, err)
+    assert "rc=" in out and "rc=0" not in out, (out, err)  # a real gigabyte over 256 MiB is refused either way
+
+
 # --- the hostile programs, in container mode ------------------------------------------------------
 
 SHARED = Path(os.environ.get("PRACTICUM_SHARED", REPO.parent / "shared"))

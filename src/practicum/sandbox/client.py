@@ -86,8 +86,8 @@ class NsjailSession(SandboxSession):
             self._cgroups = SessionCgroups(f"{os.getpid()}-{secrets.token_hex(4)}")
             self._cgroups.create()
         try:
-            cmd = self.sandbox.jail.command(self.limits, uid_base, self._cgroups, self.sandbox.jail.server_argv(self.options),
-                                       self.options)
+            argv = self.sandbox.jail.server_argv(self.options, cgroup_memory=self._cgroups is not None)
+            cmd = self.sandbox.jail.command(self.limits, uid_base, self._cgroups, argv, self.options)
             self._proc = await asyncio.create_subprocess_exec(
                 *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=HOST_ENV)

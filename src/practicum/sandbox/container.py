@@ -119,10 +119,15 @@ def server_env(options: SessionOptions) -> dict[str, str]:
     return env
 
 
-def server_argv(options: SessionOptions, preload: tuple[str, ...]) -> list[str]:
+def server_argv(options: SessionOptions, preload: tuple[str, ...], cgroup_memory: bool = False) -> list[str]:
+    """The fork server's command. ``cgroup_memory``: the session's memory cgroup limits its memory,
+    so executions get no address-space limit - Docker's way, under which V8, Chromium, the JVM and
+    Go, which reserve far more address space than they use, run (Chromium's 32 GiB reservation
+    failed under the address-space limit, a SIGTRAP at start)."""
     config = {"exec_uid": 0, "exec_gid": 0, "workspace": options.workdir, "roots": list(options.roots),
               "scratch": [], "env": server_env(options), "preload": list(preload), "nondumpable": True,
-              "keep_processes": bool(options.container and options.container.keep_processes)}
+              "keep_processes": bool(options.container and options.container.keep_processes),
+              "address_space_limit": not cgroup_memory}
     return [server_python(), "-s", "-B", SERVER_INSIDE, json.dumps(config)]
 
 

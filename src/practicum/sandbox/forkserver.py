@@ -248,14 +248,15 @@ class Capture:
         return self.tail.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
 
 
-def rlimits(lim: dict) -> list[tuple[int, int, int]]:
-    """The per-execution rlimits ``(resource, soft, hard)`` for a ``Limits`` as a dict."""
+def rlimits(lim: dict, address_space: bool = True) -> list[tuple[int, int, int]]:
+    """The per-execution rlimits ``(resource, soft, hard)`` for a ``Limits`` as a dict; without
+    the address-space limit where a memory cgroup holds the memory (``address_space`` False)."""
     import resource
 
     mb = 1 << 20
     cpu = max(1, int(-(-lim["cpu_s"] // 1)))
     return [
-        (resource.RLIMIT_AS, lim["memory_mb"] * mb, lim["memory_mb"] * mb),
+        *([(resource.RLIMIT_AS, lim["memory_mb"] * mb, lim["memory_mb"] * mb)] if address_space else []),
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL one second later
         (resource.RLIMIT_FSIZE, lim["file_size_mb"] * mb, lim["file_size_mb"] * mb),
         (resource.RLIMIT_NPROC, lim["processes"], lim["processes"]),
@@ -386,6 +387,9 @@ class Child:
         self.uid, self.gid = config["exec_uid"], config["exec_gid"]
         self.workspace = config["workspace"]
         self.env = config["env"]
+        # False where the session's memory cgroup is the memory limit (container mode): programs that
+        # reserve address space they never touch (V8, Chromium, the JVM, Go) then run, as under Docker
+        self.address_space = config.get("address_space_limit", True)
 
     def run(self, fds: list[int]) -> None:
         """``fds``: request pipe, stdin, stdout, stderr, error pipe. The request (header and
@@ -439,7 +443,7 @@ class Child:
             os.setresuid(self.uid, self.uid, self.uid)  # drops every capability of the server (exec_uid != 0)
             import resource
 
-            for which, soft, hard in rlimits(req["limits"]):
+            for which, soft, hard in rlimits(req["limits"], self.address_space):
                 _, cur_hard = resource.getrlimit(which)  # never above what the sandbox was given
                 if cur_hard != resource.RLIM_INFINITY:
                     soft, hard = min(soft, cur_hard), min(hard, cur_hard)

@@ -236,12 +236,14 @@ class Jail:
             "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         }
 
-    def server_argv(self, options: SessionOptions | None = None) -> list[str]:
+    def server_argv(self, options: SessionOptions | None = None, cgroup_memory: bool = False) -> list[str]:
+        """``cgroup_memory``: the session has a memory cgroup (container mode then sets no
+        address-space limit, :func:`practicum.sandbox.container.server_argv`)."""
         options = options or SessionOptions()
         if options.container is not None:
             from practicum.sandbox import container
 
-            return container.server_argv(options, self.preload)
+            return container.server_argv(options, self.preload, cgroup_memory)
         config = {"exec_uid": EXEC_UID, "exec_gid": EXEC_UID, "workspace": options.workdir,
                   "roots": list(options.roots), "scratch": [SCRATCH, "/dev/shm"],
                   "env": self.server_env(options), "preload": list(self.preload)}
