@@ -182,6 +182,27 @@ def test_packages_the_solution_and_the_tests_install_are_fetched_ahead_and_insta
     assert untouched.score is not None and untouched.score.value == 0.0, untouched
 
 
+def test_an_agent_that_fills_the_containers_disk_is_a_verifier_failure_not_a_crash(tmp_path, monkeypatch):
+    """A solution that fills the writable layer (a TB2 reference building Caffe did, within its
+    1 GiB): the tests cannot be copied in. That is the episode's recorded verifier failure; it
+    had escaped as an OSError and stopped `tasks check`."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    files = {
+        "instruction.md": "Fill the disk.\n",
+        "task.toml": "[environment]\nstorage_mb = 48\n[verifier]\ntimeout_sec = 60\n",
+        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+        "solution/solve.sh": "#!/bin/bash\nhead -c 200M /dev/zero > /app/fill; "
+                             "for i in $(seq 1 20000); do echo x > /app/f$i || break; done; exit 0\n",
+        "tests/test_outputs.py": "def test_x():\n    assert True\n" + "# padding\n" * 2000,
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n",
+    }
+    domain = _task(tmp_path / "tasks" / "disk-filler", files)
+    ref, untouched = _reference_and_untouched(domain)
+    assert ref.failed_step == "verifier" and ref.score is not None and ref.score.value == 0.0, ref
+    assert "the tests could not be put in place" in ref.score.explanation and "No space left" in ref.score.explanation
+    assert untouched.score is not None and untouched.score.value == 1.0  # the disk was full only where the solution filled it
+
+
 def test_a_server_the_agent_leaves_running_is_there_for_the_verifier(tmp_path, monkeypatch):
     """"Start a server on 127.0.0.1:8080 and keep it running" (a public Harbor task): in container
     mode what the agent starts in the background lives on to be probed, as in Harbor's container."""

@@ -180,7 +180,10 @@ class TerminalEnv(ToolEnvironment):
         executable = []
         for rel in files:
             p = src / rel
-            await self.session.write_file(f"{dest}/{rel}", p.read_bytes())
+            try:
+                await self.session.write_file(f"{dest}/{rel}", p.read_bytes())
+            except OSError as e:  # the session's disk is full (what ran before filled it), or the path is refused
+                raise EnvironmentFailure(f"copying {src.name}/{rel} into the session's {dest}: {e.strerror or e}") from e
             if os.access(p, os.X_OK):
                 executable.append(f"{dest}/{rel}")
         if executable:
@@ -262,9 +265,12 @@ class TerminalEnv(ToolEnvironment):
             self.extra_info["image"] = {"key": self.image.key, "base": self.image.base, "notes": list(self.image.notes)}
         await s.exec(["mkdir", "-p", *VERIFIER_DIRS])
         await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
-        await self._copy_in(t.path / "tests", t.test_files, "/tests")
-        for rel, text in ((self.task.metadata if self.task else {}).get("tests_override") or {}).items():  # an impossible variant's
-            await s.write_file(f"/tests/{rel}", text)
+        try:
+            await self._copy_in(t.path / "tests", t.test_files, "/tests")
+            for rel, text in ((self.task.metadata if self.task else {}).get("tests_override") or {}).items():  # an impossible variant's
+                await s.write_file(f"/tests/{rel}", text)
+        except (EnvironmentFailure, OSError) as e:  # e.g. the agent filled the container's disk: the tests cannot run
+            raise VerifierFailure(f"the tests could not be put in place: {e}") from e
         env = {**t.spec.verifier.env}
         if self.image is not None:  # the offline stand-ins for the verifier's bootstrap come first
             image_path = dict(self.image.env).get("PATH", DEFAULT_PATH)
