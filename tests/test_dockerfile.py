@@ -38,15 +38,33 @@ CMD ["bash"]
     assert r.workdir == "/srv/app"
     assert r.env == {"HOME_DIR": "/srv/home", "MODE": "test"}
     kinds = [type(s) for s in r.steps]
-    assert kinds == [MakeDir, MakeDir, Run, Copy]  # nothing of the first stage
+    assert kinds == [MakeDir, MakeDir, Run, Copy, Copy]  # nothing of the first stage but what is copied from it
     run = r.steps[2]
     assert isinstance(run, Run) and run.argv[:2] == ("/bin/sh", "-c") and "echo more" in run.argv[2]
     assert run.context.workdir == "/srv/app" and run.context.environ["MODE"] == "test"
     copy = r.steps[3]
     assert isinstance(copy, Copy) and copy.dest == "/srv/app/sub" and copy.dest_is_dir and copy.chown == "1000:1000"
-    assert [p.line for p in r.problems] == [14, 15]  # COPY --from and ADD of a URL, each with its line
-    assert "another stage" in r.problems[0].message and "URL" in r.problems[1].message
+    staged = r.steps[4]
+    assert isinstance(staged, Copy) and staged.stage == "0" and staged.sources == ("/x",) and staged.dest == "/y"
+    assert r.stages["0"].base == "python:3.13-slim" and [type(s) for s in r.stages["0"].steps] == [Run]
+    assert [p.line for p in r.problems] == [15]  # ADD of a URL, with its line
+    assert "URL" in r.problems[0].message
     assert r.ignored == ["CMD"]
+
+
+def test_multi_stage_forms():
+    """COPY --from a stage by name (any case) or index; FROM an earlier stage goes on from it; an
+    image that is not a stage is still refused; a stage's own problem counts only when copied from."""
+    r = parse_dockerfile("FROM a AS Build\nWORKDIR /w\nENV K=v\nRUN make\nFROM build AS more\nRUN make more\n"
+                         "FROM scratch AS unused\nRUN --mount=type=cache x\n"
+                         "FROM ubuntu\nCOPY --from=MORE /w/out /out\nCOPY --from=0 /w /w0/\n")
+    assert r.problems == []  # the unused stage's RUN --mount does not matter
+    assert sorted(r.stages) == ["0", "1"] and [s.stage for s in r.steps] == ["1", "0"]
+    more = r.stages["1"]
+    assert [getattr(s, "text", None) for s in more.steps if isinstance(s, Run)] == ["make", "make more"]
+    assert more.env == {"K": "v"} and more.workdir == "/w" and more.base == "a"
+    bad = parse_dockerfile("FROM a AS b\nRUN --mount=type=cache x\nFROM c\nCOPY --from=b /x /y\nCOPY --from=other /x /y\n")
+    assert [p.line for p in bad.problems] == [2, 5] and "another image" in bad.problems[1].message
 
 
 def test_heredoc_run_and_substitution_forms():
@@ -185,6 +203,26 @@ def built_and_run(dockerfile: Path, script: str, workdir: str = "/app", context:
     return asyncio.run(go())
 
 
+def test_a_multi_stage_build_copies_what_the_earlier_stage_made(tmp_path, monkeypatch):
+    """TB2's financial-document-processor: a `build` stage prepares files, the image copies them
+    with `COPY --from=build`; the stage's other files are not in the image."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM ubuntu:24.04 as build\nCOPY data/ /tmp/in/\nWORKDIR /root\n"
+                                    "RUN mkdir -p /app/docs && for f in /tmp/in/*.txt; do tr a-z A-Z < $f > /app/docs/$(basename $f); done "
+                                    "&& printf '#!/bin/sh\\necho tool\\n' > /usr/local/bin/tool && chmod +x /usr/local/bin/tool "
+                                    "&& touch /stage-only\n"
+                                    "FROM ubuntu:24.04 AS target\nCOPY --from=build /app/docs /app/documents\n"
+                                    "COPY --from=0 /usr/local/bin/tool /usr/local/bin/\nCOPY --from=build /etc/os-release /copied/\n"
+                                    "WORKDIR /app\n")
+    r = built_and_run(dockerfile, "cat documents/one.txt; tool; test -e /stage-only || echo no-stage-file; "
+                                  "test -e /tmp/in || echo no-stage-input; cmp /etc/os-release /copied/os-release && echo same")
+    assert r.ok, r
+    assert r.stdout.split() == ["ONE", "tool", "no-stage-file", "no-stage-input", "same"]
+    missing = _context(tmp_path / "m", "FROM a AS build\nRUN true\nFROM b\nCOPY --from=build /nowhere /x\n")
+    with pytest.raises(ImageBuildError, match="/nowhere not found in that stage"):
+        asyncio.run(build_image(missing))
+
+
 def test_heredoc_run_lines_run_as_buildkit_runs_them(tmp_path, monkeypatch):
     monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
     dockerfile = _context(tmp_path, "FROM ubuntu:24.04\nWORKDIR /app\nENV WHO=world\n"
@@ -220,7 +258,7 @@ def test_copy_from_uvs_image_is_served_from_pypi_and_other_images_are_refused():
     assert r.problems == []
     assert [(s.sources, s.dest, s.tool) for s in r.steps] == [(("/uv", "/uvx"), "/bin", ("uv", "==0.8.15")),
                                                              (("/uv",), "/usr/local/bin/uv", ("uv", ""))]
-    for line, why in [("COPY --from=builder /out /x", "another stage or image is not supported"),
+    for line, why in [("COPY --from=builder /out /x", "another image is not supported"),
                       ("COPY --from=ghcr.io/astral-sh/uv@sha256:ab12 /uv /bin/", "pin its version tag"),
                       ("COPY --from=ghcr.io/astral-sh/uv:0.8 /etc/passwd /x", "served with /uv, /uvx only"),
                       ("COPY --from=ghcr.io/astral-sh/uv:python3.12-bookworm /uv /bin/", "tag 'python3.12-bookworm'")]:

@@ -307,7 +307,7 @@ def test_dockerfile_workdir_and_what_is_not_seeded(tmp_path):
     ("FROM x\nWORKDIR /logs/app\n", "lies in a folder the environment mounts itself"),
     ("FROM x\nWORKDIR /\n", "absolute folder other than /"),
     ("FROM x\nCOPY missing.txt /app/\n", "COPY source 'missing.txt' is not in environment/"),
-    ("FROM x\nCOPY --from=build /a /b\n", "line 2: COPY --from=build: copying from another stage"),
+    ("FROM x\nCOPY --from=build /a /b\n", "line 2: COPY --from=build: copying from another image"),
     ("FROM x\nADD https://example.com/a.tgz /opt/\n", "fetching a URL"),
 ])
 def test_bad_workdir(tmp_path, dockerfile, expected):

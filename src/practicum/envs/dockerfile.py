@@ -12,11 +12,14 @@ What is interpreted, as Docker does it: line continuations and comments; ``ARG``
 heredocs (``RUN <<EOF``); ``COPY``/``ADD`` with several sources, globs, ``--chown``, ``--chmod``,
 directory *contents* copied, renames, absolute and relative destinations; local tar archives
 unpacked by ``ADD``. ``FROM`` starts a stage (the last one is the image); its image name is
-only recorded: every image is built over the machine's own root filesystem.
+only recorded: every image is built over the machine's own root filesystem. Multi-stage builds:
+``FROM image AS name``, ``FROM name`` (a stage that continues an earlier one) and ``COPY
+--from=name`` (or ``--from=0``, the stage's index): an earlier stage that the image copies from is
+built as an image of its own (:attr:`ImageRecipe.stages`).
 
 What is refused with a reason (a :class:`DockerProblem`): ``ADD`` of a URL or git repository,
-``COPY --from`` another stage or image (except the tool images of :data:`TOOL_IMAGES`, whose
-files come from PyPI), ``RUN --mount``, sources that leave the build context.
+``COPY --from`` another image (except the tool images of :data:`TOOL_IMAGES`, whose files come
+from PyPI), ``RUN --mount``, sources that leave the build context.
 What is ignored: ``CMD``, ``ENTRYPOINT``, ``EXPOSE``, ``LABEL``, ``VOLUME``, ``HEALTHCHECK``,
 ``STOPSIGNAL``, ``ONBUILD``, ``MAINTAINER`` (nothing is started from the image but the agent's
 shell and the verifier).
@@ -69,6 +72,7 @@ class Copy:
     unpack: bool  # ADD: local tar archives are unpacked into dest
     context: Context
     tool: tuple[str, str] | None = None  # COPY --from a tool image (TOOL_IMAGES): (tool, version spec)
+    stage: str | None = None  # COPY --from an earlier stage: its index (a key of ImageRecipe.stages); sources absolute
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,8 @@ class ImageRecipe:
     user: str = "root"
     problems: list[DockerProblem] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # instructions read and deliberately not acted on
+    # the earlier stages this one copies from (COPY --from=stage), by index, each with its own stages
+    stages: dict[str, ImageRecipe] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -227,8 +233,11 @@ def _assignments(rest: str, word: str) -> list[tuple[str, str | None]]:
 
 
 def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> ImageRecipe:
-    """The recipe of the final stage of ``text`` (see the module docstring)."""
+    """The recipe of the final stage of ``text`` (see the module docstring), with the recipes of
+    the earlier stages it copies from."""
+    done: list[tuple[str | None, ImageRecipe]] = []  # the finished stages: (name, recipe)
     recipe = ImageRecipe()
+    name: str | None = None
     variables: dict[str, str] = {}  # ARG and ENV in force
     env: dict[str, str] = {}  # ENV only
     global_args: dict[str, str] = {}  # ARGs before the first FROM
@@ -244,20 +253,40 @@ def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> Ima
     def problem(line: int, msg: str) -> None:
         recipe.problems.append(DockerProblem(line, msg))
 
+    def finish() -> None:
+        recipe.workdir, recipe.env, recipe.user = workdir, env, user
+        done.append((name, recipe))
+
+    def earlier(ref: str) -> int | None:
+        """The index of the earlier stage ``ref`` names (its AS name, any case, or its index)."""
+        if ref.isdigit():
+            return int(ref) if int(ref) < len(done) else None
+        return next((i for i, (n, _) in enumerate(done) if n is not None and n == ref.lower()), None)
+
     for line, inst, bodies in logical_lines(text):
         word, _, rest = inst.partition(" ")
         word, rest = word.upper(), rest.strip()
         if word == "FROM":
+            if stage > 0:
+                finish()
             stage += 1
             words = [w for w in rest.split() if not w.startswith("--")]
             image = substitute(words[0], global_args)[0] if words else ""
-            recipe.base = image
-            # a new stage starts from its base image: nothing of the previous stage stays
-            recipe.steps, env, workdir, user = [], {}, None, "root"
-            # what every base image's ENV defines, so that ENV PATH="/x:${PATH}" extends it, as in Docker
-            variables = {"PATH": DEFAULT_PATH}
+            name = words[2].lower() if len(words) >= 3 and words[1].upper() == "AS" else None
+            parent = earlier(image)
+            if parent is not None and not image.isdigit():  # FROM an earlier stage: it goes on from there
+                prev = done[parent][1]
+                recipe = ImageRecipe(base=prev.base, steps=list(prev.steps), problems=list(prev.problems),
+                                     stages=dict(prev.stages))
+                env, workdir, user = dict(prev.env), prev.workdir, prev.user
+                variables = {"PATH": DEFAULT_PATH, **prev.env}
+            else:
+                recipe = ImageRecipe(base=image)
+                # a new stage starts from its base image: nothing of the previous stage stays
+                env, workdir, user = {}, None, "root"
+                # what every base image's ENV defines, so that ENV PATH="/x:${PATH}" extends it, as in Docker
+                variables = {"PATH": DEFAULT_PATH}
             shell = ("/bin/sh", "-c")
-            recipe.problems = [p for p in recipe.problems if p.line > line]
             continue
         if word == "ARG":
             for k, v in _assignments(rest, word):
@@ -303,8 +332,12 @@ def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> Ima
                 script = _heredoc_script(rest, bodies) if bodies else rest
                 recipe.steps.append(Run(line, (*shell, script), ctx(), rest))
         elif word in ("COPY", "ADD"):
-            step = _copy(word, rest, line, ctx(), variables, bodies, problem)
+            step = _copy(word, rest, line, ctx(), variables, bodies, problem, earlier)
             if step is not None:
+                if step.stage is not None:
+                    source = done[int(step.stage)][1]
+                    recipe.stages[step.stage] = source
+                    recipe.problems += [p for p in source.problems if p not in recipe.problems]
                 recipe.steps.append(step)
         elif word in IGNORED:
             recipe.ignored.append(word)
@@ -317,7 +350,7 @@ def parse_dockerfile(text: str, build_args: dict[str, str] | None = None) -> Ima
 
 
 def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str, str], bodies: list[str],
-          problem) -> Copy | None:
+          problem, earlier=lambda ref: None) -> Copy | None:
     flags: dict[str, str] = {}
     words = _json_array(rest)
     if words is None:
@@ -328,13 +361,17 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
     if bodies:
         problem(line, f"{word} with a heredoc is not supported")
         return None
-    tool = None
+    tool = stage = None
     if "from" in flags:
         image = substitute(flags.pop("from"), variables)[0]
-        tool = tool_image(image)
-        if isinstance(tool, str):
-            problem(line, f"{word} --from={image}: {tool}")
-            return None
+        index = earlier(image)
+        if index is not None:
+            stage = str(index)
+        else:
+            tool = tool_image(image)
+            if isinstance(tool, str):
+                problem(line, f"{word} --from={image}: {tool}")
+                return None
     unknown = set(flags) - {"chown", "chmod", "link", "parents"}
     if unknown:
         problem(line, f"{word}: unsupported option(s) {', '.join('--' + u for u in sorted(unknown))}")
@@ -352,6 +389,11 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
         if norm == ".." or norm.startswith("../"):
             problem(line, f"{word} {s}: the source leaves the build context (environment/)")
             return None
+    if stage is not None:
+        if word == "ADD":
+            problem(line, "ADD --from is not Docker's; use COPY --from")
+            return None
+        sources = [posixpath.normpath(posixpath.join("/", s)) for s in sources]  # paths in that stage's filesystem
     if tool is not None:
         files = TOOL_IMAGES[tool[0]][1]
         sources = [posixpath.normpath("/" + src.lstrip("/")) for src in sources]
@@ -363,7 +405,7 @@ def _copy(word: str, rest: str, line: int, context: Context, variables: dict[str
     dest_is_dir = dest.endswith("/") or len(sources) > 1 or any(_is_glob(s) for s in sources)
     absolute = posixpath.normpath(posixpath.join(context.workdir, dest))
     return Copy(line, tuple(sources), absolute, dest_is_dir or dest in (".", "./"), flags.get("chown"),
-                flags.get("chmod"), word == "ADD", context, tool)
+                flags.get("chmod"), word == "ADD", context, tool, stage)
 
 
 # Images that ship a tool for ``COPY --from=IMAGE`` (uv's documentation installs it so: ``COPY
@@ -391,7 +433,7 @@ def tool_image(image: str) -> tuple[str, str] | str:
         if re.fullmatch(r"\d+\.\d+", tag):
             return name, f"=={tag}.*"
         return f"tag {tag!r}: only the {name} binaries' own images (latest, X.Y, X.Y.Z) are served"
-    return ("copying from another stage or image is not supported (images are never pulled; the binaries of "
+    return ("copying from another image is not supported (images are never pulled; the binaries of "
             + ", ".join(f"{n}'s images" for n in TOOL_IMAGES) + " are served from PyPI)")
 
 

@@ -18,6 +18,8 @@ version. Sessions of the task then run over that layer (:class:`Image.container`
   force, with this machine's network (which reaches only the package registries: ``apt-get``
   and ``pip`` work through their ordinary clients; a package the machine has is a no-op). The
   agent and the verifier never have a network.
+* ``COPY --from=stage``: the earlier stage is built first as an image of its own (cached under
+  ``<key>-s<index>``), and its layer is shown to the build read-only (:func:`_stage_copy_script`).
 * After the last line, what the task's solution and tests install at run time (``apt-get
   install``, ``pip install``: :func:`install_requests`) is downloaded, never installed, so that
   those installs work offline (:func:`_prefetch_steps`).
@@ -65,12 +67,13 @@ BUILDER_VERSION = "6"  # 4: ENV PATH extends the base PATH; uv from its installe
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
+STAGES_INSIDE = "/.practicum-stages"  # the layers of the earlier stages a build copies from
 SHIM_SOURCE = Path(__file__).with_name("verifier_shim.py")
 SHIM_NAMES = ("curl", "wget", "uv", "uvx", "apt-get", "apt", "pip", "pip3", "pytest", "python", "python3")
 # Environment of every build step, as the python images and a non-interactive build have it.
 BUILD_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore"}
 # Mount points the build session's sandbox created in the layer; not part of the image.
-NOT_IMAGE = (CONTEXT_INSIDE.lstrip("/"), "opt/practicum", "dev", "proc")
+NOT_IMAGE = (CONTEXT_INSIDE.lstrip("/"), STAGES_INSIDE.lstrip("/"), "opt/practicum", "dev", "proc")
 
 
 class ImageBuildError(PracticumError):
@@ -169,8 +172,22 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
     if recipe.problems:
         raise ImageBuildError(f"{dockerfile}: " + "; ".join(str(p) for p in recipe.problems))
     key = image_key(dockerfile, context, prefetch)
+    return await _image(recipe, context, key, sandbox, timeout_s, log, prefetch, image_key(dockerfile, context))
+
+
+async def _image(recipe: ImageRecipe, context: Path, key: str, sandbox: str, timeout_s: float, log,
+                 prefetch: tuple[list[str], list[str]] = ([], []), stage_key: str = "") -> Image:
+    """The image of ``recipe``, built now or from cache under ``key``; first the earlier stages
+    it copies from (``COPY --from=stage``), each an image of its own under ``stage_key``-s<index>."""
     notes = (f"FROM {recipe.base} is mapped to this machine's own root filesystem",) if recipe.base else ()
     env = tuple({**BUILD_ENV, **recipe.env}.items())
+    stage_layers: dict[str, Path | None] = {}
+    for index, stage in recipe.stages.items():
+        if any(isinstance(s, Copy) and s.stage == index for s in recipe.steps):
+            built = await _image(stage, context, f"{stage_key or key}-s{index}", sandbox, timeout_s, log,
+                                 stage_key=f"{stage_key or key}-s{index}")
+            stage_layers[index] = built.layer
+            notes += (f"stage {index} ({stage.base or 'no base'}), which the image copies from, was built first",)
     base_steps = _base_mapping(recipe)
     if base_steps:
         notes += (f"{recipe.base}: `python` is linked to this machine's python3, as the python images have it",)
@@ -191,7 +208,7 @@ async def build_image(dockerfile: Path, sandbox: str = "auto", timeout_s: float 
         lock = await asyncio.to_thread(_acquire, root / f"{key}.lock")  # ... and across processes
         try:
             if not (final / "complete").exists():
-                await _build(recipe, context, root, key, sandbox, timeout_s, log)
+                await _build(recipe, context, root, key, sandbox, timeout_s, log, stage_layers)
         except ImageBuildError as e:
             _FAILED[key] = str(e)
             raise
@@ -212,11 +229,12 @@ def _release(f) -> None:
     f.close()
 
 
-async def _build(recipe: ImageRecipe, context: Path, root: Path, key: str, sandbox: str, timeout_s: float, log) -> None:
+async def _build(recipe: ImageRecipe, context: Path, root: Path, key: str, sandbox: str, timeout_s: float, log,
+                 stage_layers: dict[str, Path | None] | None = None) -> None:
     final = root / key
     build = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root))
     try:
-        await _execute(recipe, context, build, sandbox, timeout_s, log)
+        await _execute(recipe, context, build, sandbox, timeout_s, log, stage_layers or {})
         for rel in NOT_IMAGE:
             p = build / "upper" / "_root" / rel
             if p.is_dir() and not p.is_symlink():
@@ -337,7 +355,8 @@ def _stage_files(folder: Path, names: tuple[str, ...], staged: Path, rel: str, l
         d = d.parent
 
 
-async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str, timeout_s: float, log) -> None:
+async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str, timeout_s: float, log,
+                   stage_layers: dict[str, Path | None]) -> None:
     from practicum.sandbox import get_sandbox
 
     staged = _stage_context(context)
@@ -348,8 +367,11 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
         raise e if isinstance(e, ImageBuildError) else ImageBuildError(f"serving a tool image: {e}") from e
     limits = Limits(timeout_s=timeout_s, cpu_s=timeout_s, memory_mb=4096, processes=512, file_size_mb=4096,
                     workspace_mb=4096, output_bytes=256 * 1024, network=True)
+    stage_binds = [Bind(str(layer / "upper"), f"{STAGES_INSIDE}/{index}") for index, layer in stage_layers.items()
+                   if layer is not None]
     session = await get_sandbox(sandbox).session(
-        limits, workdir="/", binds=[Bind(str(staged / "c"), CONTEXT_INSIDE), Bind(str(shims_dir()), SHIMS_INSIDE)],
+        limits, workdir="/", binds=[Bind(str(staged / "c"), CONTEXT_INSIDE), Bind(str(shims_dir()), SHIMS_INSIDE),
+                                    *stage_binds],
         container=Container(upper=str(build)))
     try:
         for step in recipe.steps:
@@ -361,6 +383,9 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
             env["PRACTICUM_UV_RELEASES"] = f"{CONTEXT_INSIDE}/{UV_RELEASES}"
             if isinstance(step, MakeDir):
                 argv, what = ["mkdir", "-p", step.path], f"WORKDIR {step.path}"
+            elif isinstance(step, Copy) and step.stage is not None:
+                argv = ["/bin/sh", "-c", _stage_copy_script(step, stage_layers.get(step.stage) is not None)]
+                what = f"COPY --from={step.stage} {' '.join(step.sources)} {step.dest}"
             elif isinstance(step, Copy):
                 argv = ["/bin/sh", "-c", _copy_script(step, staged / "c")]
                 what = f"{'ADD' if step.unpack else 'COPY'} {' '.join(step.sources)} {step.dest}"
@@ -425,6 +450,39 @@ def _copy_script(step: Copy, context: Path) -> str:
                 lines.append(f"chown -R {q(step.chown)} {t_arg}")
             if step.chmod:
                 lines.append(f"chmod -R {q(step.chmod)} {t_arg}")
+    return "\n".join(lines)
+
+
+def _stage_copy_script(step: Copy, has_layer: bool) -> str:
+    """The shell commands of one ``COPY --from=stage``: each source as that stage left it - its
+    layer's copy (``/.practicum-stages/<index>``: ``<top>/...`` for the machine's top folders
+    that the layer overlays, ``_root/...`` for the rest), else, where the stage did not change it,
+    the machine's own (every stage is built over the same root filesystem). A path the stage
+    deleted (a whiteout) is not found."""
+    q = shlex.quote
+    layer = f"{STAGES_INSIDE}/{step.stage}"
+    lines = ["set -e", "found() { [ -e \"$1\" ] || [ -L \"$1\" ]; }"]
+    into_dir = step.dest_is_dir or len(step.sources) > 1
+    dest = step.dest
+    for src in step.sources:
+        top, _, rest = src.lstrip("/").partition("/")
+        candidates = [f"{layer}/{top}/{rest}".rstrip("/"), f"{layer}/_root/{src.lstrip('/')}".rstrip("/")] if has_layer else []
+        lines.append("s=")
+        for c in candidates:
+            lines.append(f"[ -z \"$s\" ] && found {q(c)} && s={q(c)} || true")
+        lines.append(f"[ -z \"$s\" ] && found {q(src)} && s={q(src)} || true")
+        lines.append(f"if [ -z \"$s\" ] || [ -c \"$s\" ]; then echo 'COPY --from={step.stage}: {src} not found in that stage' >&2; exit 1; fi")
+        name = os.path.basename(src.rstrip("/")) or "."
+        lines.append(f"if [ -d \"$s\" ] && [ ! -L \"$s\" ]; then mkdir -p {q(dest)}; "
+                     f"cp -R --preserve=mode,timestamps --no-dereference \"$s\"/. {q(dest)}/; t={q(dest)}; "
+                     + (f"else mkdir -p {q(dest)}; t={q(dest.rstrip('/') + '/' + name)}; " if into_dir else
+                        f"elif [ -d {q(dest)} ]; then t={q(dest.rstrip('/') + '/' + name)}; "
+                        f"else mkdir -p \"$(dirname {q(dest)})\"; t={q(dest)}; ")
+                     + "cp --preserve=mode,timestamps --no-dereference \"$s\" \"$t\"; fi")
+        if step.chown:
+            lines.append(f"chown -R {q(step.chown)} \"$t\"")
+        if step.chmod:
+            lines.append(f"chmod -R {q(step.chmod)} \"$t\"")
     return "\n".join(lines)
 
 

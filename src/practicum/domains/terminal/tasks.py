@@ -787,10 +787,14 @@ def _check_spec(spec: TaskSpec, tp: Path, err: Any, warn: Any) -> None:
 
 
 def _missing_copy_sources(recipe: ImageRecipe, context: Path) -> list[str]:
-    """COPY/ADD sources that are not in the build context (the build would fail on them)."""
+    """COPY/ADD sources that are not in the build context (the build would fail on them), in the
+    image's stage and in the earlier stages it copies from."""
     out = []
+    for stage in recipe.stages.values():
+        out += [m for m in _missing_copy_sources(stage, context) if m not in out]
     for step in recipe.steps:
-        if isinstance(step, Copy) and step.tool is None:  # a tool image's files come from PyPI
+        # a tool image's files come from PyPI, a stage's from that stage
+        if isinstance(step, Copy) and step.tool is None and step.stage is None:
             for src in step.sources:
                 rel = src.lstrip("/") or "."
                 found = glob.glob(rel, root_dir=context) if any(c in rel for c in "*?[") else os.path.lexists(context / rel)
