@@ -165,7 +165,8 @@ def test_packages_the_solution_and_the_tests_install_are_fetched_ahead_and_insta
     files = {
         "instruction.md": "Write a figlet banner of 'hi' to /app/banner.txt and pyfiglet's to /app/banner2.txt.\n",
         "task.toml": "[verifier]\ntimeout_sec = 120\n[agent]\ntimeout_sec = 300\n",
-        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+        # the usual last line of an apt-get RUN: apt then knows no package until it is updated
+        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\nRUN rm -rf /var/lib/apt/lists/*\n",
         "solution/solve.sh": "#!/bin/bash\nset -e\napt-get update && apt-get install -y figlet\npip install pyfiglet\n"
                              "figlet -w 200 hi > /app/banner.txt\n"
                              "python3 -c 'import pyfiglet; print(pyfiglet.figlet_format(\"hi\"))' > /app/banner2.txt\n"

@@ -628,6 +628,9 @@ def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
 
     q = shlex.quote
     lines = ["export DEBIAN_FRONTEND=noninteractive"]
+    if debs:  # a Dockerfile that ends with `rm -rf /var/lib/apt/lists/*` leaves apt knowing no package
+        lines.append("ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt-get update -qq >/dev/null 2>&1 "
+                     "|| echo 'prefetch: apt-get update failed' >&2")
     for d in debs:  # one at a time: one unknown name must not keep the others out
         lines.append(f"apt-get install --download-only -y -qq {q(d)} >/dev/null 2>&1 "
                      f"|| echo 'prefetch: Debian package {d} not available' >&2")
