@@ -107,6 +107,13 @@ def test_memory_kill_and_cleanup():
     assert REPO.is_dir() and (REPO / "pyproject.toml").is_file()  # the host is untouched
 
 
+def test_var_lock_leads_somewhere_as_in_debians_images():
+    """/var/lock links to /run/lock, which Debian's and Ubuntu's images have (TB2's mailman set-up
+    makes /var/lock/mailman)."""
+    out, err, code = run("mkdir -p /var/lock/mailman && test -d /run/lock/mailman && stat -c %a /run/lock")
+    assert code == 0 and out.strip() == "1777", (out, err)
+
+
 def test_reserved_address_space_is_not_memory_where_a_cgroup_holds_the_memory():
     """Chromium, V8, the JVM and Go reserve far more address space than they touch (Chromium: 32
     GiB PROT_NONE at start, then SIGTRAP when refused - a Terminal-Bench 2.0 task's chromedriver).

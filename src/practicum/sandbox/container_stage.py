@@ -117,6 +117,9 @@ def skeleton(path: str, tops: list[str], base: int, dotfiles: str | None = None)
     for name in [*tops, "root", "home", "tmp", "mnt", "media", "srv", "opt", "run", "proc", "dev", "sys", "boot"]:
         if not os.path.lexists(f"{path}/{name}"):
             _mkdir(f"{path}/{name}", base, modes.get(name, 0o755))
+    # Debian's and Ubuntu's images have /run/lock, where their /var/lock link points (a mail
+    # server's set-up that makes /var/lock/mailman failed on the dangling link)
+    _mkdir(f"{path}/run/lock", base, 0o1777)
     for dot in ("bashrc", "profile"):  # root's start-up files, as the distribution gives an image
         src = os.path.join(dotfiles, f"dot.{dot}") if dotfiles else ""
         if src and os.path.isfile(src):
