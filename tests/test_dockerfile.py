@@ -106,6 +106,18 @@ def test_verifier_requirements_from_the_standard_bootstraps():
     assert verifier_requirements([quiet]) == ["pytest", "pytest==9.0.3", "attrs"]  # a redirection is not a package
     other_w = "figlet -w 200 hi | cmp -s - banner.txt\nuv run --with rich==14.0.0 python x.py\n"
     assert verifier_requirements([other_w]) == ["pytest", "rich==14.0.0"]  # another command's -w is not uvx's
+    index = "uvx --index https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match -w numpy==2.3.1 ruff check\n"
+    assert verifier_requirements([index]) == ["pytest", "numpy==2.3.1", "ruff"]  # the tool, not the index's URL
+
+
+def test_the_verifier_uvx_stand_in_reads_uvs_index_options():
+    """TB2 pytorch-model-cli's test.sh: `uvx --index URL --index-strategy S -p 3.13 -w torch==2.7.1 ... pytest`;
+    the stand-in had taken the URL for a package the toolchain lacked."""
+    from practicum.envs.verifier_shim import split_options
+
+    args = ["--index", "https://download.pytorch.org/whl/cpu", "--index-strategy", "unsafe-best-match", "-p", "3.13",
+            "-w", "torch==2.7.1", "-w", "numpy==2.3.1", "pytest", "--ctrf", "/logs/verifier/ctrf.json", "-rA"]
+    assert split_options(args) == (["torch==2.7.1", "numpy==2.3.1"], ["pytest", "--ctrf", "/logs/verifier/ctrf.json", "-rA"])
 
 
 def test_install_requests_of_solutions_and_tests():

@@ -62,8 +62,8 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "6"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test.
-# 6: the packages the task's scripts install, fetched ahead; /etc/pip.conf
+BUILDER_VERSION = "7"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test.
+# 6: the packages the task's scripts install, fetched ahead; /etc/pip.conf. 7: with setuptools and wheel; no no-index
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
@@ -549,7 +549,7 @@ def _installs(words: list[str], found: list[str]) -> None:
         elif base == "uvx":
             j = i + 1
             while j < n and words[j].startswith("-"):
-                j += 2 if words[j] in ("-w", "--with", "-p", "--python", "--from") else 1
+                j += 2 if words[j] in _UV_VALUED else 1
             if j < n:
                 found.append(words[j])
             continue
@@ -566,6 +566,13 @@ def _installs(words: list[str], found: list[str]) -> None:
             elif not x.startswith("-"):
                 found.append(x)
 
+
+# uvx / uv run options whose value is the next word (`uvx --index URL -w torch pytest`: the tool is pytest)
+_UV_VALUED = frozenset(("-w", "--with", "-p", "--python", "--from", "--with-requirements", "--index-url",
+                        "--extra-index-url", "--index", "--default-index", "--index-strategy", "-i", "--find-links",
+                        "-f", "--directory", "--project", "--env-file", "-C", "--config-setting", "--cache-dir",
+                        "--python-platform", "--keyring-provider", "--resolution", "--prerelease", "--exclude-newer",
+                        "--link-mode", "--with-editable", "--refresh-package"))
 
 # pip install options whose value is the next word: never a package
 _PIP_VALUED = frozenset(("-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
@@ -621,8 +628,8 @@ def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
     """Build steps, after the Dockerfile's, that download (never install) what the task's scripts
     install at run time, for the agent and the verifier, which have no network: the Debian
     packages (with what they depend on) into apt's own cache, where ``apt-get install`` finds
-    them offline; the Python ones into a folder that the image's ``/etc/pip.conf`` makes pip's
-    only index. One that cannot be fetched (not in Debian 12, not on PyPI for this Python) is
+    them offline; the Python ones (with setuptools and wheel, for builds from source) into a
+    folder that the image's ``/etc/pip.conf`` gives pip as ``find-links``. One that cannot be fetched (not in Debian 12, not on PyPI for this Python) is
     left out with a line in the build log: its install fails at run time as it would offline."""
     from practicum.envs.dockerfile import Context
 
@@ -635,11 +642,15 @@ def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
         lines.append(f"apt-get install --download-only -y -qq {q(d)} >/dev/null 2>&1 "
                      f"|| echo 'prefetch: Debian package {d} not available' >&2")
     lines.append(f"mkdir -p {PREFETCH_WHEELS}")
+    if reqs:  # what pip's build isolation installs to build a package from source (`python -m build`)
+        reqs = [*reqs, *(r for r in ("setuptools", "wheel") if r not in reqs)]
     for r in reqs:
         lines.append(f"python3 -m pip download --quiet --no-cache-dir --disable-pip-version-check -d {PREFETCH_WHEELS} {q(r)} "
                      f">/dev/null 2>&1 || echo 'prefetch: Python package {r} not available' >&2")
-    # pip in the image: its index is that folder alone, so that an install fails at once offline
-    lines.append(f"printf '[global]\\nfind-links = {PREFETCH_WHEELS}\\nno-index = true\\n' > /etc/pip.conf")
+    # pip in the image finds that folder; its index, unreachable, is given up at once (no retries), so
+    # an install of something else fails quickly - and an index the task serves itself
+    # (`pip install --index-url http://localhost:8080/simple`) still works
+    lines.append(f"printf '[global]\\nfind-links = {PREFETCH_WHEELS}\\nretries = 0\\ntimeout = 10\\n' > /etc/pip.conf")
     lines.append("true")
     ctx = Context("/", (("PATH", DEFAULT_PATH),), "root", ("/bin/sh", "-c"))
     return [Run(0, ("/bin/sh", "-c", "\n".join(lines)), ctx, "fetch the packages the task's scripts install")]

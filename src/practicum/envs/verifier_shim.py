@@ -19,7 +19,9 @@ Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each 
   scripts name, installed ahead of time); each requested package must be there, at the
   requested version. ``-p`` is ignored: the tools run on this machine's Python.
 * ``uv init``/``uv add``/``uv pip install``/``uv venv``/``uv sync``, ``pip install``: succeed when
-  what they ask for is in the toolchain (``uv init`` writes a minimal ``pyproject.toml``).
+  what they ask for is in the toolchain (``uv init`` writes a minimal ``pyproject.toml``); a
+  ``pip install`` that names its own index or folder (``--index-url http://localhost:8080/simple``,
+  a server the task runs) is the real pip's.
 * ``pytest``: the toolchain's pytest.
 * ``python``/``python3``: ``-m pip install`` as ``pip install`` above; anything else, the real one.
   After an install, a ``.pth`` in that interpreter's site-packages makes the toolchain importable
@@ -149,7 +151,9 @@ def run_tool(cmd, args):
 
 
 TAKES_VALUE = {"-w", "--with", "-p", "--python", "--from", "--with-requirements", "--index-url", "--extra-index-url",
-               "--directory", "--project", "--env-file", "-C", "--config-setting", "--cache-dir"}
+               "--directory", "--project", "--env-file", "-C", "--config-setting", "--cache-dir", "--index",
+               "--default-index", "--index-strategy", "-i", "--find-links", "-f", "--python-platform", "--keyring-provider",
+               "--resolution", "--prerelease", "--exclude-newer", "--link-mode", "--with-editable", "--refresh-package"}
 
 
 def split_options(args):
@@ -304,6 +308,11 @@ def offline_install(name, pkgs):
 
 
 def pip(args, python="python3"):
+    if args[:1] == ["install"] and any(a in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
+                                       or a.startswith(("--index-url=", "--extra-index-url=", "--find-links="))
+                                       for a in args):
+        # an index or folder the task names itself (a local PyPI server it runs): the real pip
+        real(python, ["-m", "pip", *args])
     if args[:1] == ["install"]:
         check(packages(args[1:]), "pip install")
         expose_toolchain(python)
