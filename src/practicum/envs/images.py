@@ -62,8 +62,9 @@ from practicum.envs.dockerfile import DEFAULT_PATH, Copy, ImageRecipe, MakeDir, 
 from practicum.errors import PracticumError
 from practicum.sandbox.base import Bind, Container, Limits
 
-BUILDER_VERSION = "7"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test.
-# 6: the packages the task's scripts install, fetched ahead; /etc/pip.conf. 7: with setuptools and wheel; no no-index
+BUILDER_VERSION = "8"  # 4: ENV PATH extends the base PATH; uv from its installer; COPY --from uv. 5: python link test.
+# 6: the packages the task's scripts install, fetched ahead; /etc/pip.conf. 7: with setuptools and wheel; no no-index.
+# 8: the real apt-get downloads (upgrades of installed packages included)
 TOOLCHAIN_INSIDE = "/opt/practicum/toolchain"
 SHIMS_INSIDE = "/opt/practicum/bin"
 CONTEXT_INSIDE = "/.practicum-context"
@@ -638,9 +639,14 @@ def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
     if debs:  # a Dockerfile that ends with `rm -rf /var/lib/apt/lists/*` leaves apt knowing no package
         lines.append("ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1 || apt-get update -qq >/dev/null 2>&1 "
                      "|| echo 'prefetch: apt-get update failed' >&2")
-    for d in debs:  # one at a time: one unknown name must not keep the others out
-        lines.append(f"apt-get install --download-only -y -qq {q(d)} >/dev/null 2>&1 "
-                     f"|| echo 'prefetch: Debian package {d} not available' >&2")
+    if debs:
+        # the real apt-get (not the build's stand-in, which skips what the machine has): at run time the
+        # agent's apt-get is the real one, which also upgrades an installed package that has a newer
+        # version (ca-certificates), so its archive must be there too. All together, as a script
+        # installs them; one at a time when that fails, so one unknown name keeps no other out.
+        apt = "/usr/bin/apt-get install --download-only -y -qq"
+        lines.append(f"{apt} {' '.join(q(d) for d in debs)} >/dev/null 2>&1 || for d in {' '.join(q(d) for d in debs)}; "
+                     f"do {apt} \"$d\" >/dev/null 2>&1 || echo \"prefetch: Debian package $d not available\" >&2; done")
     lines.append(f"mkdir -p {PREFETCH_WHEELS}")
     if reqs:  # what pip's build isolation installs to build a package from source (`python -m build`)
         reqs = [*reqs, *(r for r in ("setuptools", "wheel") if r not in reqs)]
