@@ -289,6 +289,17 @@ def test_copy_from_uvs_image_builds_with_the_release_it_names(tmp_path, monkeypa
     assert r.stdout.splitlines() == ["uv 0.8.15", "uvx 0.8.15", "-rwxr-xr-x"], r.stdout
 
 
+def test_uv_in_a_run_line_reaches_the_registry_with_the_machines_certificates(tmp_path, monkeypatch):
+    """`RUN uv run --with PKG ...` fetches from PyPI at build time, as TB2's reshard-c4-data does; uv
+    carries its own root certificates, so behind this machine's registry proxy it failed ("invalid
+    peer certificate: UnknownIssuer") until the build passed on the machine's SSL_CERT_FILE."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    dockerfile = _context(tmp_path, "FROM python:3.13-slim\nCOPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/\n"
+                                    "WORKDIR /app\nRUN uv run --no-project --with six python -c 'import six; print(six.PY3)' > six.txt\n")
+    r = built_and_run(dockerfile, "cat six.txt")
+    assert r.ok and r.stdout.strip() == "True", r
+
+
 def test_uvs_installer_in_a_run_line_installs_that_release(tmp_path, monkeypatch):
     """`curl -LsSf https://astral.sh/uv/X/install.sh | sh` (a site the build cannot reach) leaves
     that uv release in ~/.local/bin, as the real installer does, for the next RUN lines."""

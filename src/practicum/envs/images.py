@@ -71,6 +71,9 @@ CONTEXT_INSIDE = "/.practicum-context"
 STAGES_INSIDE = "/.practicum-stages"  # the layers of the earlier stages a build copies from
 SHIM_SOURCE = Path(__file__).with_name("verifier_shim.py")
 SHIM_NAMES = ("curl", "wget", "uv", "uvx", "apt-get", "apt", "pip", "pip3", "pytest", "python", "python3")
+# An image build's: what its network cannot reach (the uv installer's site) and installs of what the machine
+# has. Not python: uv, looking for interpreters in a RUN line, resolves the link and ran the stand-in itself.
+BUILD_SHIM_NAMES = ("curl", "wget", "apt-get", "apt")
 # Environment of every build step, as the python images and a non-interactive build have it.
 BUILD_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_ROOT_USER_ACTION": "ignore"}
 # Mount points the build session's sandbox created in the layer; not part of the image.
@@ -104,6 +107,24 @@ def home() -> Path:
     from practicum.models import practicum_home
 
     return practicum_home()
+
+
+# Where the machine's clients find the certificates its network needs (a registry proxy with its
+# own authority): the build's RUN lines reach that network, so they get them too. pip reads the
+# machine's /etc/pip.conf anyway; uv, which carries its own roots, reads SSL_CERT_FILE ("invalid
+# peer certificate: UnknownIssuer" from `uv run` in a RUN line without it).
+TLS_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT",
+                 "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO")
+
+
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's trust store, with the authorities the machine adds
+
+
+def _host_tls() -> dict[str, str]:
+    """The machine's certificate settings (:data:`TLS_VARIABLES`) that name a file or folder the
+    build sees; where SSL_CERT_FILE is not set, the system's bundle (what curl and apt trust)."""
+    tls = {"SSL_CERT_FILE": SYSTEM_BUNDLE} if os.path.isfile(SYSTEM_BUNDLE) else {}
+    return {**tls, **{k: v for k in TLS_VARIABLES if (v := os.environ.get(k)) and os.path.exists(v)}}
 
 
 def _host_state() -> str:
@@ -371,12 +392,12 @@ async def _execute(recipe: ImageRecipe, context: Path, build: Path, sandbox: str
     stage_binds = [Bind(str(layer / "upper"), f"{STAGES_INSIDE}/{index}") for index, layer in stage_layers.items()
                    if layer is not None]
     session = await get_sandbox(sandbox).session(
-        limits, workdir="/", binds=[Bind(str(staged / "c"), CONTEXT_INSIDE), Bind(str(shims_dir()), SHIMS_INSIDE),
+        limits, workdir="/", binds=[Bind(str(staged / "c"), CONTEXT_INSIDE), Bind(str(shims_dir(BUILD_SHIM_NAMES)), SHIMS_INSIDE),
                                     *stage_binds],
         container=Container(upper=str(build)))
     try:
         for step in recipe.steps:
-            env = {**BUILD_ENV, **step.context.environ}
+            env = {**BUILD_ENV, **_host_tls(), **step.context.environ}
             # apt-get/apt skip what the machine already has (a package, a package that provides
             # it, or a command of that name), so that an image's installs do not fight the base
             env["PATH"] = f"{SHIMS_INSIDE}:{env.get('PATH', '')}"
@@ -709,9 +730,10 @@ def verifier_toolchain(requirements: list[str]) -> Path:
     return final
 
 
-def shims_dir() -> Path:
-    """The folder of verifier stand-ins (bound read-only at /opt/practicum/bin)."""
-    digest = hashlib.sha256(SHIM_SOURCE.read_bytes()).hexdigest()[:12]
+def shims_dir(names: tuple[str, ...] = SHIM_NAMES) -> Path:
+    """The folder of verifier stand-ins (bound read-only at /opt/practicum/bin); ``names``: which
+    (an image build takes only :data:`BUILD_SHIM_NAMES`)."""
+    digest = hashlib.sha256(SHIM_SOURCE.read_bytes() + "\0".join(names).encode()).hexdigest()[:12]
     d = home() / "verifier-bin" / digest
     if (d / "complete").exists():
         return d
@@ -720,7 +742,7 @@ def shims_dir() -> Path:
             d.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(SHIM_SOURCE, d / "practicum-shim")
             os.chmod(d / "practicum-shim", 0o755)
-            for name in SHIM_NAMES:
+            for name in names:
                 with contextlib.suppress(FileNotFoundError):
                     (d / name).unlink()
                 (d / name).symlink_to("practicum-shim")

@@ -54,8 +54,9 @@ def say(msg):
 
 
 def real_path(name):
-    """The real ``name``: the first one on PATH that is not one of these stand-ins."""
-    for d in os.environ.get("PATH", "").split(os.pathsep):
+    """The real ``name``: the first one on PATH that is not one of these stand-ins (on the
+    standard PATH where there is none: uv runs the interpreters it finds without one)."""
+    for d in (os.environ.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin").split(os.pathsep):
         p = os.path.join(d, name)
         if d and os.access(p, os.X_OK) and os.path.realpath(p) != os.path.realpath(__file__):
             return p
