@@ -120,6 +120,19 @@ def test_the_verifier_uvx_stand_in_reads_uvs_index_options():
     assert split_options(args) == (["torch==2.7.1", "numpy==2.3.1"], ["pytest", "--ctrf", "/logs/verifier/ctrf.json", "-rA"])
 
 
+def test_the_verifier_pip_stand_in_hands_a_local_index_to_the_real_pip():
+    """`pip install --index-url http://localhost:8080/simple pkg` (TB2 pypi-server's test, against the
+    server the agent runs) goes to the real pip; a remote index is still served from the toolchain."""
+    from practicum.envs.verifier_shim import local_index
+
+    assert local_index(["install", "--index-url", "http://localhost:8080/simple", "vectorops==0.1.0"])
+    assert local_index(["install", "--index-url=http://127.0.0.1:8080/simple/", "x"])
+    assert local_index(["install", "-f", "/app/dist", "x"]) and local_index(["install", "--find-links=file:///w", "x"])
+    assert not local_index(["install", "-i", "https://pypi.org/simple", "pytest==8.4.1"])
+    assert not local_index(["install", "--index-url", "https://localhost.example.com/simple", "x"])
+    assert not local_index(["install", "pytest"])
+
+
 def test_install_requests_of_solutions_and_tests():
     """What a task's scripts install at run time, in the forms TB2 solutions and tests write."""
     solve = ("apt-get update && apt-get install -y --no-install-recommends \\\n    primer3=2.4.0-1 emboss:amd64 \\\n"

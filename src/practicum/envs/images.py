@@ -520,32 +520,36 @@ def _is_tar(p: Path) -> bool:
 _REQ = r"[A-Za-z0-9][A-Za-z0-9._\-\[\],]*(?:[<>=!~]=?[^\s'\";|&]+)?"
 
 
+def _command_lines(scripts: list[str]):
+    """The words of each line of shell ``scripts``, continuations joined, comments dropped."""
+    for text in scripts:
+        for line in re.sub(r"\\\n", " ", text).splitlines():
+            code = line.split("#", 1)[0]
+            try:
+                yield shlex.split(code)
+            except ValueError:
+                yield code.split()
+
+
 def verifier_requirements(scripts: list[str]) -> list[str]:
     """The Python packages that verifier scripts install at run time: ``uvx``/``uv run``
     ``-w``/``--with`` options, the tool ``uvx`` runs, ``uv add``, ``pip install``, ``uv pip
     install``. ``pytest`` is always included."""
     found: list[str] = ["pytest"]
-    for text in scripts:
-        joined = re.sub(r"\\\n", " ", text)
-        for line in joined.splitlines():
-            code = line.split("#", 1)[0]
-            try:
-                words = shlex.split(code)
-            except ValueError:
-                words = code.split()
-            in_uv = False  # -w/--with are uvx's and uv run's options (`figlet -w 200` is not a package)
-            for i, w in enumerate(words):
-                if w in ("&&", "||", ";", "|"):
-                    in_uv = False
-                elif os.path.basename(w) == "uvx" or (os.path.basename(w) == "uv" and words[i + 1:i + 2] in (["run"], ["tool"])):
-                    in_uv = True
-                elif not in_uv:
-                    continue
-                elif w in ("-w", "--with") and i + 1 < len(words):
-                    found += [r for r in words[i + 1].split(",") if r]
-                elif w.startswith("--with="):
-                    found += [r for r in w.split("=", 1)[1].split(",") if r]
-            _installs(words, found)
+    for words in _command_lines(scripts):
+        in_uv = False  # -w/--with are uvx's and uv run's options (`figlet -w 200` is not a package)
+        for i, w in enumerate(words):
+            if w in ("&&", "||", ";", "|"):
+                in_uv = False
+            elif os.path.basename(w) == "uvx" or (os.path.basename(w) == "uv" and words[i + 1:i + 2] in (["run"], ["tool"])):
+                in_uv = True
+            elif not in_uv:
+                continue
+            elif w in ("-w", "--with") and i + 1 < len(words):
+                found += [r for r in words[i + 1].split(",") if r]
+            elif w.startswith("--with="):
+                found += [r for r in w.split("=", 1)[1].split(",") if r]
+        _installs(words, found)
     out: list[str] = []
     for r in found:
         r = r.strip()
@@ -618,29 +622,23 @@ def install_requests(scripts: list[str]) -> tuple[list[str], list[str]]:
     in order: what a task's solution and tests would fetch from the network."""
     debs: list[str] = []
     reqs: list[str] = []
-    for text in scripts:
-        for line in re.sub(r"\\\n", " ", text).splitlines():
-            code = line.split("#", 1)[0]
-            try:
-                words = shlex.split(code)
-            except ValueError:
-                words = code.split()
-            found: list[str] = []
-            _installs([w for w in words if os.path.basename(w) != "uvx"], found)
-            reqs += [r for r in found if re.fullmatch(_REQ, r) and not r.endswith((".txt", ".toml", ".cfg", ".whl"))]
-            for i, w in enumerate(words):
-                if os.path.basename(w) not in ("apt-get", "apt"):
-                    continue
-                rest = words[i + 1:]
-                j = next((k for k, x in enumerate(rest) if not x.startswith("-")), None)
-                if j is None or rest[j] != "install":
-                    continue
-                for x in rest[j + 1:]:
-                    if x in ("&&", "||", ";", "|") or re.match(r"\d*[<>]|&>", x):
-                        break
-                    name = x.split("=", 1)[0].split(":", 1)[0]
-                    if not x.startswith("-") and _DEB.fullmatch(name):
-                        debs.append(name)
+    for words in _command_lines(scripts):
+        found: list[str] = []
+        _installs([w for w in words if os.path.basename(w) != "uvx"], found)
+        reqs += [r for r in found if re.fullmatch(_REQ, r) and not r.endswith((".txt", ".toml", ".cfg", ".whl"))]
+        for i, w in enumerate(words):
+            if os.path.basename(w) not in ("apt-get", "apt"):
+                continue
+            rest = words[i + 1:]
+            j = next((k for k, x in enumerate(rest) if not x.startswith("-")), None)
+            if j is None or rest[j] != "install":
+                continue
+            for x in rest[j + 1:]:
+                if x in ("&&", "||", ";", "|") or re.match(r"\d*[<>]|&>", x):
+                    break
+                name = x.split("=", 1)[0].split(":", 1)[0]
+                if not x.startswith("-") and _DEB.fullmatch(name):
+                    debs.append(name)
     pip_names = [re.split(r"[<>=!~\[ ;]", r, maxsplit=1)[0].lower() for r in reqs]
     reqs = [r for r, n in zip(reqs, pip_names, strict=True) if n not in NOT_PREFETCHED]
     return list(dict.fromkeys(debs)), list(dict.fromkeys(reqs))

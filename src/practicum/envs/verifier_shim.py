@@ -308,11 +308,23 @@ def offline_install(name, pkgs):
     return r.returncode == 0
 
 
+LOCAL_INDEX = re.compile(r"^(?:file:|/|\.|https?://(?:localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0)(?:[:/]|$))")
+
+
+def local_index(args):
+    """Whether a pip command names an index or folder of its own on this machine (a local PyPI
+    server the task runs, a wheel folder): a remote one is served from the toolchain as usual."""
+    for i, a in enumerate(args):
+        opt, eq, val = a.partition("=")
+        if opt in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
+            value = val if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if LOCAL_INDEX.match(value):
+                return True
+    return False
+
+
 def pip(args, python="python3"):
-    if args[:1] == ["install"] and any(a in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
-                                       or a.startswith(("--index-url=", "--extra-index-url=", "--find-links="))
-                                       for a in args):
-        # an index or folder the task names itself (a local PyPI server it runs): the real pip
+    if args[:1] == ["install"] and local_index(args):  # the real pip, which reaches it
         real(python, ["-m", "pip", *args])
     if args[:1] == ["install"]:
         check(packages(args[1:]), "pip install")
