@@ -13,6 +13,7 @@ import pytest
 from practicum.domains.terminal.env import TerminalDomain, run_reference
 from practicum.engines.base import SamplingParams
 from practicum.engines.scripted import ScriptedEngine
+from practicum.errors import EnvironmentFailure
 from practicum.records import EpisodeState
 from practicum.rollout import run_episodes
 
@@ -202,6 +203,22 @@ def test_an_agent_that_fills_the_containers_disk_is_a_verifier_failure_not_a_cra
     assert ref.failed_step == "verifier" and ref.score is not None and ref.score.value == 0.0, ref
     assert "the tests could not be put in place" in ref.score.explanation and "No space left" in ref.score.explanation
     assert untouched.score is not None and untouched.score.value == 1.0  # the disk was full only where the solution filled it
+
+
+def test_a_task_whose_scripts_became_unreadable_is_an_environment_failure(tmp_path, monkeypatch):
+    """solve.sh removed after the task was loaded (a task folder edited under a running job): the
+    episode's reset fails as an environment failure naming it, instead of an OSError that ends the run."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    domain = _task(tmp_path / "tasks" / "vanishing", {
+        "instruction.md": "x\n", "task.toml": "[verifier]\ntimeout_sec = 30\n",
+        "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+        "solution/solve.sh": "#!/bin/bash\ntrue\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"})
+    (t,) = domain.source.eval_tasks()
+    (tmp_path / "tasks" / "vanishing" / "solution" / "solve.sh").unlink()
+    env = domain.make_env()
+    with pytest.raises(EnvironmentFailure, match="cannot read its scripts"):
+        asyncio.run(env.reset(t))
 
 
 def test_a_server_the_agent_leaves_running_is_there_for_the_verifier(tmp_path, monkeypatch):

@@ -676,7 +676,6 @@ def _prefetch_steps(debs: list[str], reqs: list[str]) -> list[Run]:
     # an install of something else fails quickly - and an index the task serves itself
     # (`pip install --index-url http://localhost:8080/simple`) still works
     lines.append(f"printf '[global]\\nfind-links = {PREFETCH_WHEELS}\\nretries = 0\\ntimeout = 10\\n' > /etc/pip.conf")
-    lines.append("true")
     ctx = Context("/", (("PATH", DEFAULT_PATH),), "root", ("/bin/sh", "-c"))
     return [Run(0, ("/bin/sh", "-c", "\n".join(lines)), ctx, "fetch the packages the task's scripts install")]
 

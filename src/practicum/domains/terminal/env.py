@@ -296,8 +296,11 @@ class TerminalEnv(ToolEnvironment):
 async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, list[Bind]]:
     """The task's image (built once, cached) and the read-only binds of its verifier toolchain."""
     assert t.dockerfile is not None
-    scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
-    solution = t.solution_script.read_text(errors="replace") if t.solution_script is not None else ""
+    try:
+        scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
+        solution = t.solution_script.read_text(errors="replace") if t.solution_script is not None else ""
+    except OSError as e:  # changed or unreadable since the task was loaded: this task's failure, not the run's
+        raise ImageBuildError(f"{t.name}: cannot read its scripts: {e}") from e
     # what the reference solution and the tests install at run time, which Harbor's container
     # fetches from the network: fetched ahead into the image, so the installs work offline
     image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
