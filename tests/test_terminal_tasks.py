@@ -266,15 +266,16 @@ def test_links_that_leave_the_task_are_refused(tmp_path):
     assert "inside" not in text
 
 
-def test_environment_must_be_a_folder_and_steps_unsupported(tmp_path):
+def test_environment_must_be_a_folder_and_a_steps_folder_without_steps_is_unused(tmp_path):
     d = make_task(tmp_path)
     for p in (d / "environment").iterdir():
         p.unlink()
     (d / "environment").rmdir()
     (d / "environment").write_text("not a folder")
     (d / "steps").mkdir()
-    files = {p.file.name for p in check_task(d) if p.severity == "error"}
-    assert files == {"environment", "steps"}
+    found = check_task(d)
+    assert {p.file.name for p in found if p.severity == "error"} == {"environment"}
+    assert any(p.file.name == "steps" and "declares no [[steps]]" in p.message for p in found if p.severity == "warning")
 
 
 def test_environment_is_optional(tmp_path):

@@ -155,6 +155,8 @@ def variant(task: Task, source: Any) -> Task | None:
     folder = getattr(source, "folder", None)
     if folder is not None and "task_dir" in task.metadata:
         f = folder(task)
+        if getattr(f, "steps", None):  # a multi-step task's tests are its steps': no variant is made
+            return None
         return terminal_variant(task, f.test_files, f.path / "tests")
     return impossible_variant(task)
 

@@ -34,6 +34,12 @@ with ``end`` (why the agent stopped), ``verifier`` (test.sh's status, exit code 
 tail) and, in container mode, ``image`` (which image, and how its FROM was mapped). There is no
 network. A reference solution (``run_reference``) is copied to ``/solution`` (container mode)
 and ``solve.sh`` runs from the workdir, as Harbor's oracle agent does.
+
+A multi-step task runs its steps in order in the one session: each step's ``workdir/`` and
+``setup.sh`` when it begins, its instruction as a user message, its tests when the agent submits
+(or its agent time is up); a step below its ``min_reward`` or a rollout limit ends the episode,
+and the verified steps' rewards roll up by ``multi_step_reward_strategy``
+(:meth:`TerminalEnv._rolled_up`). ``/tests`` is emptied between steps.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from practicum.domains.terminal.tasks import TerminalTask, load_tasks, parse_reward
+from practicum.domains.terminal.tasks import TaskStep, TerminalTask, load_tasks, parse_reward
 from practicum.envs.agent import ToolEnvironment
 from practicum.envs.base import Observation, cycle_index
 from practicum.envs.dockerfile import DEFAULT_PATH
@@ -82,6 +88,22 @@ def _shell_wrapper(command: str, workdir: str) -> str:
     )
 
 
+def _where(t: TerminalTask) -> str:
+    return (f"You are root in a Linux machine, in {t.workdir}." if t.dockerfile is not None
+            else f"You are in {t.workdir}, a git repository.")
+
+
+def _step_prompt(instruction: str, where: str, index: int, steps: int) -> str:
+    """The user message of a task, or of step ``index`` of a multi-step task's ``steps``."""
+    text = instruction.strip()
+    if steps:
+        head = (f"This task has {steps} steps, given one at a time. Step 1 of {steps}:" if index == 0
+                else f"Step {index} is done. Step {index + 1} of {steps}:")
+        text = f"{head}\n\n{text}"
+    return text + f"\n\n{where} Use the tools to inspect and change it; call submit when you are done" + \
+        (" with this step." if steps else ".")
+
+
 class TerminalSource:
     """Tasks from a folder of task folders; training cycles through them in seeded order."""
 
@@ -95,11 +117,11 @@ class TerminalSource:
         self.seed = seed
 
     def _task(self, t: TerminalTask) -> Task:
-        where = (f"You are root in a Linux machine, in {t.workdir}." if t.dockerfile is not None
-                 else f"You are in {t.workdir}, a git repository.")
-        text = t.instruction.strip() + f"\n\n{where} Use the tools to inspect and change it; call submit when you are done."
+        where = _where(t)
+        text = _step_prompt(t.instruction, where, 0, len(t.steps))
         # the reference answer: solve.sh, when it needs nothing else of solution/
-        reference = t.solution_script.read_text() if t.solution_script is not None and t.solution_files == ["solve.sh"] else None
+        reference = (t.solution_script.read_text() if t.solution_script is not None and t.solution_files == ["solve.sh"]
+                     and not t.steps else None)
         return Task(id=f"terminal/{t.name}", domain=self.domain, prompt=[Message(role="user", content=text)],
                     target=None, metadata={"task_dir": str(t.path), "category": t.category, "difficulty": t.difficulty,
                                            "reference": reference})
@@ -130,8 +152,12 @@ class TerminalEnv(ToolEnvironment):
         self.baseline = ""
         self.git = GIT  # how git reaches the baseline (the workspace's own repository, or one kept aside)
         self.image: Image | None = None  # container mode: the task's built image
-        self.started = 0.0
+        self.started = 0.0  # when the current step's agent began (the task's only step, or one of its steps)
         self.extra_info: dict = {}  # git diff and verifier output, set by score()
+        self.step_index = 0  # a multi-step task: the step the agent is on
+        self.step_scores: list[Score] = []  # a multi-step task: each verified step's score
+        self.step_info: list[dict] = []  # ... and what its verification left (status, output)
+        self.ending = False  # a rollout limit ends the episode: no further step begins
 
     # --- the world ------------------------------------------------------------------------------
     async def setup(self, task: Task) -> None:
@@ -155,9 +181,34 @@ class TerminalEnv(ToolEnvironment):
                     limits, workdir=t.workdir, extra_dirs=[*VERIFIER_DIRS, *SCRATCH_DIRS, STATE_DIR])
                 await self._copy_in(t.environment_dir, t.environment_files, t.workdir)
             await self._seed(t)
+            if t.steps:
+                await self._begin_step(0)
         except (SandboxError, ImageBuildError) as e:
             raise EnvironmentFailure(f"{t.name}: cannot prepare the sandbox: {e}") from e
         self.started = time.monotonic()
+
+    async def _begin_step(self, index: int) -> None:
+        """Step ``index`` begins: its ``workdir/`` files are put in the workdir and its
+        ``setup.sh`` (if any) runs there, as Harbor's step set-up hook does."""
+        t = self.folder
+        assert t is not None and self.session is not None
+        step = t.steps[index]
+        self.step_index = index
+        await self._copy_in(step.path / "workdir", step.workdir_files, t.workdir)
+        if step.setup_script is not None:
+            r = await self.session.exec(["bash", "-c", f"cd {shlex.quote(t.workdir)} && bash ./{step.setup_script}"],
+                                        timeout_s=max(120.0, self.command_timeout_s))
+            if not r.ok:
+                raise EnvironmentFailure(f"{t.name}: step {step.name!r}: workdir/setup.sh failed ({r.status}, exit "
+                                         f"{r.exit_code}): {(r.stdout + r.stderr)[-500:]}")
+        self.started = time.monotonic()
+
+    @property
+    def agent_timeout_s(self) -> float:
+        """The wall time of the current step's agent (the task's, for a single-step task)."""
+        t = self.folder
+        assert t is not None
+        return t.steps[self.step_index].agent_timeout_s if t.steps else t.agent_timeout_s
 
     async def _seed(self, t: TerminalTask) -> None:
         assert self.session is not None
@@ -234,7 +285,7 @@ class TerminalEnv(ToolEnvironment):
 
     async def run_command(self, command: str) -> str:
         assert self.folder is not None
-        left = self.folder.agent_timeout_s - (time.monotonic() - self.started)
+        left = self.agent_timeout_s - (time.monotonic() - self.started)
         r = await self._live().exec(["bash", "-c", _shell_wrapper(command, self.folder.workdir)],
                                     timeout_s=max(1.0, min(self.command_timeout_s, left)))
         out = (r.stdout + ("\n" if r.stdout and r.stderr else "") + r.stderr).rstrip()
@@ -245,43 +296,133 @@ class TerminalEnv(ToolEnvironment):
 
     async def step(self, reply: str) -> Observation:
         assert self.folder is not None
-        if time.monotonic() - self.started > self.folder.agent_timeout_s:
-            return await self.finish("agent_timeout")
+        if time.monotonic() - self.started > self.agent_timeout_s:
+            return await self._done("agent_timeout")  # this step's time is up; a next step may still begin
         return await super().step(reply)
+
+    async def finish(self, reason: str) -> Observation:
+        self.ending = True  # a rollout limit: the episode ends after this step's verification
+        return await self._done(reason)
+
+    async def _done(self, reason: str) -> Observation:
+        """The agent is done with the task, or with one of its steps: verify. A multi-step task
+        then goes on to its next step (a new user message) unless this was the last, the step
+        missed its ``min_reward``, or a rollout limit ended the episode."""
+        t = self.folder
+        assert t is not None
+        if not t.steps:
+            return await super()._done(reason)
+        step = t.steps[self.step_index]
+        score = await self._verify_step(step, reason)
+        self.step_scores.append(score)
+        gate = _meets(score, step.spec.min_reward)
+        self.step_info[-1]["passed_gate"] = gate
+        last = self.step_index == len(t.steps) - 1
+        if last or not gate or self.ending:
+            if not last:
+                self.extra_info["stopped"] = ("a rollout limit" if self.ending else
+                                              f"step {step.name!r} scored below its min_reward {step.spec.min_reward}")
+            return Observation(messages=[], done=True, score=self._rolled_up(reason), info=self._info())
+        s = self._live()  # the next step's agent must not find this step's tests or reward
+        await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
+        await self._begin_step(self.step_index + 1)
+        nxt = t.steps[self.step_index]
+        return Observation(messages=[Message(role="user", content=_step_prompt(nxt.instruction, _where(t), self.step_index,
+                                                                               len(t.steps)))], info=self._info())
 
     # --- verification -----------------------------------------------------------------------------
     async def score(self, reason: str) -> Score:
-        t, s = self.folder, self._live()
+        t = self.folder
         assert t is not None
-        # the diff of everything (untracked files too) through a scratch index: the repository's
-        # own index is left exactly as the agent left it, for the tests to inspect
+        await self._keep_diff(reason)
+        overrides = (self.task.metadata if self.task else {}).get("tests_override") or {}  # an impossible variant's
+        score, info = await self._run_tests([(t.path / "tests", t.test_files)], overrides, t.verifier_timeout_s,
+                                            t.spec.verifier.env)
+        self.extra_info["verifier"] = info
+        score.explanation = f"{reason}; {score.explanation}"
+        return score
+
+    async def _verify_step(self, step: TaskStep, reason: str) -> Score:
+        """Run one step's tests: the task's ``tests/``, then the step's over them, in ``/tests``."""
+        t = self.folder
+        assert t is not None
+        await self._keep_diff(reason)  # the workspace as this step left it (the last step's stays)
+        score, info = await self._run_tests([(t.path / "tests", t.test_files), (step.path / "tests", step.test_files)],
+                                            {}, step.verifier_timeout_s, {**t.spec.verifier.env, **step.spec.verifier.env})
+        self.step_info.append({"step": step.name, "end": reason, "reward": score.value,
+                               "components": dict(score.components), "verifier": info})
+        self.extra_info["steps"] = self.step_info
+        score.explanation = f"step {step.name}: {reason}; {score.explanation}"
+        return score
+
+    def _rolled_up(self, reason: str) -> Score:
+        """A multi-step episode's score from its verified steps, by the task's
+        ``multi_step_reward_strategy``, as Harbor rolls them up: ``final``, the last verified
+        step's score; ``mean``, the mean over verified steps of the reward and of each named
+        component (a step without that component counts 0). Steps with
+        ``contributes_to_reward = false`` are left out; steps never reached do not count."""
+        t = self.folder
+        assert t is not None
+        counted = [sc for st, sc in zip(t.steps, self.step_scores) if st.spec.contributes_to_reward]
+        names = ", ".join(f"{st.name} {sc.value:g}" for st, sc in zip(t.steps, self.step_scores))
+        per_step = {f"step:{st.name}": sc.value for st, sc in zip(t.steps, self.step_scores)}
+        if not counted:  # only steps that do not count were verified (the episode stopped at a gate)
+            return Score(value=0.0, components={"reward": 0.0, **per_step},
+                         explanation=f"{reason}; no step that counts was verified ({names})")
+        if t.reward_strategy == "final":
+            last = counted[-1]
+            return Score(value=last.value, components={**last.components, **per_step},
+                         explanation=f"{reason}; final step's reward ({names})")
+        keys = sorted({k for sc in counted for k in sc.components})
+        components = {k: sum(sc.components.get(k, 0.0) for sc in counted) / len(counted) for k in keys}
+        value = sum(sc.value for sc in counted) / len(counted)
+        return Score(value=value, components={**components, "reward": value, **per_step},
+                     explanation=f"{reason}; mean of {len(counted)} step(s) ({names})")
+
+    async def _keep_diff(self, reason: str) -> None:
+        """Keep the final ``git diff`` against the baseline in the episode's info.
+
+        Everything is diffed (untracked files too) through a scratch index: the repository's own
+        index is left exactly as the agent left it, for the tests to inspect."""
+        s = self._live()
         idx = f"{STATE_DIR}/diff-index"
         own_index = f"{STATE_DIR}/baseline.git/index" if self.image is not None else ".git/index"
         diff = await s.exec(f"rm -f {idx}; [ -f {own_index} ] && cp {own_index} {idx}; "
                             f"GIT_INDEX_FILE={idx} {self.git} add -A >/dev/null 2>&1; "
                             f"GIT_INDEX_FILE={idx} {self.git} diff --cached {self.baseline} --; rm -f {idx}", timeout_s=60)
-        self.extra_info = {"git_diff": diff.stdout[:DIFF_CHARS], "end": reason}
+        self.extra_info.update({"git_diff": diff.stdout[:DIFF_CHARS], "end": reason})
         if self.image is not None:  # which image, and how its FROM was mapped
             self.extra_info["image"] = {"key": self.image.key, "base": self.image.base, "notes": list(self.image.notes)}
+
+    async def _run_tests(self, layers: list[tuple[Path, list[str]]], overrides: dict[str, str], timeout_s: float,
+                         verifier_env: dict[str, str]) -> tuple[Score, dict]:
+        """Empty ``/tests`` and ``/logs/verifier`` (a planted reward or helper is gone), copy the
+        layers of tests in (a later layer's file replaces an earlier's), run ``bash
+        /tests/test.sh`` from the workdir and read the reward. Returns it with the verifier's
+        status, exit code and output tail."""
+        t, s = self.folder, self._live()
+        assert t is not None
         await s.exec(["mkdir", "-p", *VERIFIER_DIRS])
         await s.exec(["find", *VERIFIER_DIRS, "-mindepth", "1", "-delete"])
         try:
-            await self._copy_in(t.path / "tests", t.test_files, "/tests")
-            for rel, text in ((self.task.metadata if self.task else {}).get("tests_override") or {}).items():  # an impossible variant's
+            for folder, files in layers:
+                await self._copy_in(folder, files, "/tests")
+            for rel, text in overrides.items():
                 await s.write_file(f"/tests/{rel}", text)
         except (EnvironmentFailure, OSError) as e:  # e.g. the agent filled the container's disk: the tests cannot run
             raise VerifierFailure(f"the tests could not be put in place: {e}") from e
-        env = {**t.spec.verifier.env}
+        env = {**verifier_env}
         if self.image is not None:  # the offline stand-ins for the verifier's bootstrap come first
             image_path = dict(self.image.env).get("PATH", DEFAULT_PATH)
             env = {"PATH": f"{SHIMS_INSIDE}:{image_path}", **env}
-        r = await s.exec(["bash", "/tests/test.sh"], timeout_s=t.verifier_timeout_s, env=env or None)
-        self.extra_info["verifier"] = {"status": r.status, "exit_code": r.exit_code, "output": (r.stdout + r.stderr)[-2000:]}
+        r = await s.exec(["bash", "/tests/test.sh"], timeout_s=timeout_s, env=env or None)
+        info = {"status": r.status, "exit_code": r.exit_code, "output": (r.stdout + r.stderr)[-2000:]}
+        self.extra_info["verifier"] = info
         score = parse_reward(await self._maybe_read("/logs/verifier/reward.txt"),
                              await self._maybe_read("/logs/verifier/reward.json"))
-        score.explanation = f"{reason}; test.sh {r.status} (exit {r.exit_code}); reward from {score.explanation}"
+        score.explanation = f"test.sh {r.status} (exit {r.exit_code}); reward from {score.explanation}"
         score.components = {"reward": score.value, **score.components}
-        return score
+        return score, info
 
     async def _maybe_read(self, path: str) -> str | None:
         try:
@@ -296,15 +437,15 @@ class TerminalEnv(ToolEnvironment):
 async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, list[Bind]]:
     """The task's image (built once, cached) and the read-only binds of its verifier toolchain."""
     assert t.dockerfile is not None
-    try:
-        scripts = [(t.path / "tests" / f).read_text(errors="replace") for f in t.test_files if f.endswith(".sh")]
-        solution = t.solution_script.read_text(errors="replace") if t.solution_script is not None else ""
+    try:  # a multi-step task's: every step's too
+        texts = [(kind, p.read_text(errors="replace")) for kind, p in t.scripts()]
     except OSError as e:  # changed or unreadable since the task was loaded: this task's failure, not the run's
         raise ImageBuildError(f"{t.name}: cannot read its scripts: {e}") from e
-    # what the reference solution and the tests install at run time, which Harbor's container
-    # fetches from the network: fetched ahead into the image, so the installs work offline
+    scripts = [text for kind, text in texts if kind == "test"]
+    # what the reference solutions, the steps' set-up and the tests install at run time, which
+    # Harbor's container fetches from the network: fetched ahead into the image, so the installs work offline
     image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
-                              context=t.build_context, prefetch=install_requests([solution, *scripts]))
+                              context=t.build_context, prefetch=install_requests([text for _, text in texts]))
     binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
     return image, binds
 
@@ -340,6 +481,16 @@ class ReferenceRun:
     solution_output: str = ""
 
 
+def _meets(score: Score, min_reward: float | dict[str, float] | None) -> bool:
+    """Whether a step's score passes its ``min_reward`` gate: the reward at least a number, or
+    each named component at least its own (a component the verifier did not write counts 0)."""
+    if min_reward is None:
+        return True
+    if isinstance(min_reward, dict):
+        return all(score.components.get(k, 0.0) >= v for k, v in min_reward.items())
+    return score.value >= min_reward
+
+
 def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -357,29 +508,45 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
             return ReferenceRun(Score(value=0.0, explanation="set-up failed"), "setup", _tail(str(e)))
         folder = env.folder
         assert folder is not None
+        label = "reference" if solve else "untouched"
         if solve:
-            if folder.solution_script is None:
-                return ReferenceRun(None, None, "no solution/solve.sh")
-            # Harbor's oracle: the solution folder at /solution (container mode; elsewhere, the
-            # only writable place outside the workspace), solve.sh run from the workdir
-            where = "/solution" if env.image is not None else f"{STATE_DIR}/solution"
-            await env._copy_in(folder.path / "solution", folder.solution_files, where)
-            r = await env._live().exec(["bash", f"{where}/solve.sh"], timeout_s=folder.agent_timeout_s,
-                                       env={**folder.spec.solution.env} or None)
-            if env.image is not None:
-                await env._live().exec(["rm", "-rf", "/solution"])
-            if r.status != "ok":
-                return ReferenceRun(Score(value=0.0, explanation=f"solve.sh {r.status}"), "solution",
-                                    _tail(r.stdout + r.stderr + (f"\n{r.detail}" if r.detail else "")))
-            solved = _tail(f"{r.stdout}{r.stderr}" + (f"\n(exit {r.exit_code})" if r.exit_code else ""), 10)
-        else:
-            solved = ""
-        try:
-            score = await env.score("reference" if solve else "untouched")
-        except VerifierFailure as e:
-            out = env.extra_info.get("verifier", {}).get("output", "")
-            return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"), solved)
-        return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")), solved)
+            missing = ([f"steps/{s.name}/solution/solve.sh" for s in folder.steps if s.solution_script is None]
+                       if folder.steps else ["solution/solve.sh"] if folder.solution_script is None else [])
+            if missing:
+                return ReferenceRun(None, None, f"no {', '.join(missing)}")
+        solved = ""
+        while True:  # once; a multi-step task's steps one after the other, as its agent would meet them
+            if solve:
+                step = folder.steps[env.step_index] if folder.steps else None
+                sol_dir, sol_files = ((step.path / "solution", step.solution_files) if step is not None
+                                      else (folder.path / "solution", folder.solution_files))
+                # Harbor's oracle: the solution folder at /solution (container mode; elsewhere, the
+                # only writable place outside the workspace), solve.sh run from the workdir
+                where = "/solution" if env.image is not None else f"{STATE_DIR}/solution"
+                await env._copy_in(sol_dir, sol_files, where)
+                r = await env._live().exec(["bash", f"{where}/solve.sh"], timeout_s=env.agent_timeout_s,
+                                           env={**folder.spec.solution.env} or None)
+                await env._live().exec(["rm", "-rf", where])
+                which = f"step {step.name}: " if step is not None else ""
+                if r.status != "ok":
+                    return ReferenceRun(Score(value=0.0, explanation=f"{which}solve.sh {r.status}"), "solution",
+                                        _tail(which + r.stdout + r.stderr + (f"\n{r.detail}" if r.detail else "")))
+                solved = _tail(f"{which}{r.stdout}{r.stderr}" + (f"\n(exit {r.exit_code})" if r.exit_code else ""), 10)
+            try:
+                if folder.steps:
+                    obs = await env._done(label)
+                    if not obs.done:
+                        continue
+                    assert obs.score is not None
+                    score = obs.score
+                else:
+                    score = await env.score(label)
+            except VerifierFailure as e:
+                out = env.extra_info.get("verifier", {}).get("output", "")
+                return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"), solved)
+            except EnvironmentFailure as e:  # a next step's set-up failed
+                return ReferenceRun(Score(value=0.0, explanation="set-up failed"), "setup", _tail(str(e)), solved)
+            return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")), solved)
     finally:
         await env.close()
 
@@ -387,7 +554,8 @@ async def run_reference(domain: TerminalDomain, task: Task, solve: bool) -> Refe
 async def run_answer(domain: TerminalDomain, task: Task, script: str) -> ReferenceRun:
     """Score a shell script as the agent's work: it runs as one ``bash`` command from the task's
     workdir (as Harbor's oracle runs ``solve.sh``), then the hidden tests score the workspace.
-    What ``practicum verify terminal`` does."""
+    A multi-step task's script runs at its first step; its steps are then verified in order, with
+    nothing run between them. What ``practicum verify terminal`` does."""
     env = domain.make_env()
     try:
         try:
@@ -399,12 +567,20 @@ async def run_answer(domain: TerminalDomain, task: Task, script: str) -> Referen
         where = f"{STATE_DIR}/answer.sh"
         await env._live().write_file(where, script)
         r = await env._live().exec(["bash", "-c", f"cd {shlex.quote(folder.workdir)} && bash {where}; rc=$?; rm -f {where}; exit $rc"],
-                                   timeout_s=folder.agent_timeout_s)
+                                   timeout_s=env.agent_timeout_s)
         try:
-            score = await env.score("answer")
+            if folder.steps:
+                while not (obs := await env._done("answer")).done:
+                    pass
+                assert obs.score is not None
+                score = obs.score
+            else:
+                score = await env.score("answer")
         except VerifierFailure as e:
             out = env.extra_info.get("verifier", {}).get("output", "")
             return ReferenceRun(Score(value=0.0, explanation=str(e)), "verifier", _tail(f"{out}\n{e}"))
+        except EnvironmentFailure as e:  # a next step's set-up failed
+            return ReferenceRun(Score(value=0.0, explanation=f"set-up failed: {e}"), "setup", _tail(str(e)))
         score.explanation = f"answer script {r.status} (exit {r.exit_code}); {score.explanation}"
         return ReferenceRun(score, None, _tail(env.extra_info.get("verifier", {}).get("output", "")))
     finally:

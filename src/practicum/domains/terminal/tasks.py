@@ -35,8 +35,13 @@ runs a task (``practicum.domains.terminal.env``), which :func:`check_task` check
 Differences from Harbor (docs/terminal-tasks.md has the full list): images are built over this
 machine's root filesystem, not pulled ``FROM`` their base; the verifier's bootstrap is served
 offline; there is never network for the agent or the verifier, so ``allow_internet`` is not
-honoured; GPUs, compose services and multi-step tasks are not supported, and
-:func:`check_task` says so; ``.practicum-setup.sh`` is ours.
+honoured; GPUs and compose services are not supported, and :func:`check_task` says so;
+``.practicum-setup.sh`` is ours.
+
+A multi-step task (Harbor's ``[[steps]]``) keeps each step's files in ``steps/<name>/``
+(``instruction.md``, ``tests/`` laid over the task's ``tests/``, ``solution/solve.sh``,
+``workdir/`` with its ``setup.sh``); :class:`TaskStep` holds one, and the environment runs them
+in order (docs/terminal-tasks.md, "Multi-step tasks").
 
 Every field of Harbor's task.toml up to schema 1.4 is accepted (typed and validated here),
 deprecated spellings included (``version``, ``memory``/``storage`` size strings); the ones
@@ -262,6 +267,57 @@ class Artifact(_Section):
         return self
 
 
+class StepAgentSpec(_Network):
+    """``[steps.agent]``: unset values fall back to the task's ``[agent]``, as in Harbor."""
+
+    timeout_sec: float | None = Field(default=None, gt=0, description="Wall time the agent has for this step.")
+    user: str | int | None = Field(default=None, description="Harbor: OS user of the agent. Not used.")
+
+
+class StepVerifierSpec(_Network):
+    """``[steps.verifier]``: unset values fall back to the task's ``[verifier]``; ``env`` is laid
+    over the task's."""
+
+    timeout_sec: float | None = Field(default=None, gt=0, description="Wall time of this step's test.sh.")
+    env: dict[str, str] = Field(default_factory=dict, description="Added to [verifier] env for this step's test.sh.")
+    user: str | int | None = Field(default=None, description="Harbor: OS user of the verifier. Not used.")
+    environment_mode: Literal["shared", "separate"] | None = Field(
+        default=None, description="Harbor: verify in the agent's sandbox or a separate one. Always the agent's here.")
+    environment: EnvironmentSpec | None = Field(default=None, description="Harbor: the separate verifier sandbox. Not used.")
+
+
+STEP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+class StepSpec(_Section):
+    """One ``[[steps]]`` entry of a multi-step task (Harbor's StepConfig): its files are in
+    ``steps/<name>/``."""
+
+    name: str = Field(description="The step's folder under steps/.")
+    agent: StepAgentSpec = Field(default_factory=StepAgentSpec)
+    verifier: StepVerifierSpec = Field(default_factory=StepVerifierSpec)
+    min_reward: float | dict[str, float] | None = Field(
+        default=None, description="A gate: below it (the reward, or each named key) the episode stops after this step.")
+    contributes_to_reward: bool = Field(default=True, description="False: the step gates but does not count in the roll-up.")
+    healthcheck: Healthcheck | None = Field(default=None, description="Harbor: readiness check before the step. Not run.")
+    artifacts: list[Artifact] = Field(default_factory=list, description="Harbor: files copied out after the step. Not collected.")
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, v: str) -> str:
+        if not STEP_NAME.match(v) or v in (".", ".."):
+            raise ValueError(f"step name {v!r} must be a plain folder name (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("min_reward")
+    @classmethod
+    def _in_unit(cls, v: float | dict[str, float] | None) -> float | dict[str, float] | None:
+        for x in ([v] if isinstance(v, int | float) else (v or {}).values()):
+            if not 0.0 <= x <= 1.0:
+                raise ValueError(f"min_reward {x} must lie in [0, 1]")
+        return v
+
+
 class Author(_Section):
     name: str
     email: str | None = None
@@ -289,8 +345,9 @@ class TaskSpec(_Section):
     artifacts: list[Artifact] = Field(default_factory=list, description="Harbor: files copied out after the agent. Not collected.")
     task: PackageInfo | None = Field(default=None, description="Harbor: registry package information. Not used.")
     source: str | None = Field(default=None, description="Harbor: where the task came from. Not used.")
-    steps: list[dict[str, Any]] = Field(default_factory=list, description="Harbor: a multi-step task's steps. Refused.")
-    multi_step_reward_strategy: str | None = Field(default=None, description="Harbor: how steps' rewards combine. Refused with steps.")
+    steps: list[StepSpec] = Field(default_factory=list, description="Harbor: a multi-step task's steps, in order.")
+    multi_step_reward_strategy: Literal["mean", "final"] | None = Field(
+        default=None, description="Harbor: how the steps' rewards roll up: 'mean' (the default) or 'final'.")
 
     @model_validator(mode="before")
     @classmethod
@@ -327,8 +384,39 @@ class Problem(BaseModel):
         return f"{self.file}: {'warning: ' if self.severity == 'warning' else ''}{self.message}"
 
 
+class TaskStep(BaseModel):
+    """One step of a multi-step task, loaded: ``steps/<name>/`` with its ``instruction.md``,
+    ``tests/`` (laid over the task's own ``tests/``), ``solution/`` and ``workdir/`` (files put in
+    the workdir when the step begins; its ``setup.sh`` then runs there)."""
+
+    model_config = ConfigDict(frozen=True)
+    spec: StepSpec
+    path: Path  # steps/<name>
+    instruction: str
+    test_files: list[str]  # relative to the step's tests/
+    solution_files: list[str]  # relative to the step's solution/
+    workdir_files: list[str]  # relative to the step's workdir/
+    agent_timeout_s: float  # [steps.agent] timeout_sec, else [agent]'s
+    verifier_timeout_s: float  # [steps.verifier] timeout_sec, else [verifier]'s
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def solution_script(self) -> Path | None:
+        return self.path / "solution" / "solve.sh" if "solve.sh" in self.solution_files else None
+
+    @property
+    def setup_script(self) -> str | None:
+        return "setup.sh" if "setup.sh" in self.workdir_files else None
+
+
 class TerminalTask(BaseModel):
-    """A loaded, checked task folder. Paths are absolute; file lists are relative POSIX paths."""
+    """A loaded, checked task folder. Paths are absolute; file lists are relative POSIX paths.
+
+    A multi-step task (Harbor's ``[[steps]]``) has ``steps``; its ``instruction`` is the first
+    step's, and its own ``tests/`` (possibly empty) holds what every step's tests share."""
 
     model_config = ConfigDict(frozen=True)
     name: str  # the folder's name
@@ -343,6 +431,21 @@ class TerminalTask(BaseModel):
     dockerfile: Path | None
     build_context: Path | None = None  # the compose file's services.main.build.context; None: environment/
     compose_env: dict[str, str] = Field(default_factory=dict)  # the compose file's services.main.environment
+    steps: list[TaskStep] = Field(default_factory=list)  # a multi-step task's steps, in order
+
+    @property
+    def reward_strategy(self) -> Literal["mean", "final"]:
+        return self.spec.multi_step_reward_strategy or "mean"
+
+    def scripts(self) -> list[tuple[str, Path]]:
+        """(kind, path) of every shell script the task runs: ``solution``, ``test`` or ``setup``."""
+        out = [("solution", self.solution_script)] if self.solution_script is not None else []
+        out += [("test", self.path / "tests" / f) for f in self.test_files if f.endswith(".sh")]
+        for s in self.steps:
+            out += [("solution", s.solution_script)] if s.solution_script is not None else []
+            out += [("test", s.path / "tests" / f) for f in s.test_files if f.endswith(".sh")]
+            out += [("setup", s.path / "workdir" / f) for f in s.workdir_files if f.endswith(".sh")]
+        return out
 
     @property
     def environment_dir(self) -> Path:
@@ -410,7 +513,8 @@ def load_task(path: str | Path) -> TerminalTask:
 def _hide_answers(folder: Path) -> None:
     from practicum.sandbox.hidden import hide
 
-    hide(*(folder / d for d in ("tests", "solution") if (folder / d).exists()))
+    steps = sorted((folder / "steps").glob("*/")) if (folder / "steps").is_dir() else []
+    hide(*(base / d for base in (folder, *steps) for d in ("tests", "solution") if (base / d).exists()))
 
 
 def load_tasks(root: str | Path) -> list[TerminalTask]:
@@ -535,22 +639,6 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         return None, problems
     path = path.resolve()
 
-    # instruction.md
-    instruction = ""
-    ip = path / "instruction.md"
-    if not ip.is_file():
-        err(ip, "missing: the instruction the agent is given")
-    else:
-        try:
-            instruction = ip.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            err(ip, "not UTF-8 text")
-        except OSError as e:
-            err(ip, f"unreadable: {e.strerror or e}")
-        else:
-            if not instruction.strip():
-                err(ip, "empty: the agent would be given nothing to do")
-
     # task.toml
     spec: TaskSpec | None = None
     tp = path / "task.toml"
@@ -567,6 +655,10 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
             spec = _validate_spec(raw, tp, err, warn)
     if spec is not None:
         _check_spec(spec, tp, err, warn)
+
+    # instruction.md (a multi-step task's agent is given its steps' instead)
+    multi_step = spec is not None and bool(spec.steps)
+    instruction = "" if multi_step else _instruction(path / "instruction.md", err)
 
     # environment/
     env_dir = path / "environment"
@@ -615,37 +707,118 @@ def _inspect(path: Path) -> tuple[TerminalTask | None, list[Problem]]:
         elif _reserved(workdir):
             err(tp, f"[environment] workdir = {workdir!r}: lies in a folder the environment mounts itself "
                     f"({', '.join(RESERVED_DIRS)})")
-    if (path / "steps").is_dir():
-        err(path / "steps", "multi-step tasks are not supported")
-
     # solution/
     sol_dir = path / "solution"
     sol_files = _files(sol_dir, problems) if sol_dir.is_dir() else []
     if "solve.sh" in sol_files:
         _check_script(sol_dir / "solve.sh", problems)
-    else:
+    elif not multi_step:
         warn(sol_dir / "solve.sh", "missing: without a reference solution the task cannot be shown solvable")
 
-    # tests/
+    # tests/ (a multi-step task's: what its steps' tests are laid over)
     tests_dir = path / "tests"
     test_files = _files(tests_dir, problems) if tests_dir.is_dir() else []
     ts = tests_dir / "test.sh"
-    if "test.sh" not in test_files:
-        err(ts, "missing: the verifier that writes the reward")
-    else:
+    if "test.sh" in test_files:
         _check_script(ts, problems)
-        texts = [_text(tests_dir / f) for f in test_files]
-        if not any(r in t for t in texts for r in REWARD_FILES):
+    if not multi_step:
+        if "test.sh" not in test_files:
+            err(ts, "missing: the verifier that writes the reward")
+        elif not _names_reward([tests_dir / f for f in test_files]):
             err(ts, f"writes no reward: nothing in tests/ names {VERIFIER_DIR}/reward.txt or reward.json")
+
+    # steps/
+    steps: list[TaskStep] = []
+    if multi_step:
+        assert spec is not None
+        steps = _inspect_steps(path, spec, test_files, problems, err, warn)
+        instruction = steps[0].instruction if steps else ""
+    elif (path / "steps").is_dir():
+        warn(path / "steps", "not used: task.toml declares no [[steps]], so this is a single-step task")
 
     if any(p.severity == "error" for p in problems) or spec is None:
         return None, problems
     task = TerminalTask(
         name=path.name, path=path, instruction=instruction, spec=spec, workdir=workdir,
         environment_files=env_files, setup_script=setup, solution_files=sol_files, test_files=test_files,
-        dockerfile=dockerfile, build_context=build_context, compose_env=compose_env,
+        dockerfile=dockerfile, build_context=build_context, compose_env=compose_env, steps=steps,
     )
     return task, problems
+
+
+def _instruction(ip: Path, err: Any) -> str:
+    """The text of an instruction.md ('' after reporting what is wrong with it)."""
+    if not ip.is_file():
+        err(ip, "missing: the instruction the agent is given")
+        return ""
+    try:
+        text = ip.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        err(ip, "not UTF-8 text")
+        return ""
+    except OSError as e:
+        err(ip, f"unreadable: {e.strerror or e}")
+        return ""
+    if not text.strip():
+        err(ip, "empty: the agent would be given nothing to do")
+    return text
+
+
+def _names_reward(files: list[Path]) -> bool:
+    return any(r in _text(f) for f in files for r in REWARD_FILES)
+
+
+def _inspect_steps(path: Path, spec: TaskSpec, task_tests: list[str], problems: list[Problem],
+                   err: Any, warn: Any) -> list[TaskStep]:
+    """The steps of a multi-step task, each from ``steps/<name>/`` as Harbor lays them out:
+    ``instruction.md`` (required), ``tests/`` over the task's ``tests/`` (a ``test.sh`` from one of
+    them is required), ``solution/solve.sh`` and ``workdir/`` (optional)."""
+    root = path / "steps"
+    if not root.is_dir():
+        err(root, f"missing: task.toml declares {len(spec.steps)} [[steps]], whose files live in steps/<name>/")
+        return []
+    names = [s.name for s in spec.steps]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        err(path / "task.toml", f"[[steps]] name {dup!r} is given twice")
+    extra = sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in names)
+    if extra:
+        warn(root, f"not a step of task.toml's [[steps]], so never run: {', '.join(extra)}")
+    steps = []
+    for s in spec.steps:
+        d = root / s.name
+        if not d.is_dir():
+            err(d, f"missing: the folder of step {s.name!r}")
+            continue
+        instruction = _instruction(d / "instruction.md", err)
+        tests = _files(d / "tests", problems) if (d / "tests").is_dir() else []
+        solution = _files(d / "solution", problems) if (d / "solution").is_dir() else []
+        workdir = _files(d / "workdir", problems) if (d / "workdir").is_dir() else []
+        if "test.sh" in tests:
+            _check_script(d / "tests" / "test.sh", problems)
+        elif "test.sh" not in task_tests:
+            err(d / "tests" / "test.sh", "missing, and the task's tests/ has none: nothing verifies this step")
+        if not _names_reward([d / "tests" / f for f in tests] + [path / "tests" / f for f in task_tests]):
+            err(d / "tests", f"writes no reward: nothing in this step's tests/ or the task's names "
+                             f"{VERIFIER_DIR}/reward.txt or reward.json")
+        if "solve.sh" in solution:
+            _check_script(d / "solution" / "solve.sh", problems)
+        else:
+            warn(d / "solution" / "solve.sh", "missing: without a reference solution the step cannot be shown solvable")
+        if "setup.sh" in workdir:
+            _check_script(d / "workdir" / "setup.sh", problems)
+        if s.healthcheck is not None:
+            warn(path / "task.toml", f"[[steps]] {s.name!r}: healthcheck is not run by Practicum")
+        if s.verifier.environment_mode == "separate" or s.verifier.environment is not None:
+            warn(path / "task.toml", f"[[steps]] {s.name!r}: a separate verifier sandbox is not made; the step's "
+                                     "tests run in the agent's sandbox")
+        steps.append(TaskStep(
+            spec=s, path=d, instruction=instruction, test_files=tests, solution_files=solution, workdir_files=workdir,
+            agent_timeout_s=s.agent.timeout_sec or spec.agent.timeout_sec,
+            verifier_timeout_s=s.verifier.timeout_sec or spec.verifier.timeout_sec))
+    counted = [s for s in spec.steps if s.contributes_to_reward]
+    if not counted:
+        err(path / "task.toml", "[[steps]]: every step has contributes_to_reward = false, so nothing makes the reward")
+    return steps
 
 
 IGNORED_FIELD = "; ignored, as Harbor ignores it"
@@ -773,8 +946,8 @@ def _check_spec(spec: TaskSpec, tp: Path, err: Any, warn: Any) -> None:
         err(tp, "[environment.tpu]: Practicum's terminal sandboxes have no TPU")
     if env.os not in (None, "linux"):
         err(tp, f"[environment] os = {env.os!r}: only linux tasks run here")
-    if spec.steps or spec.multi_step_reward_strategy is not None:
-        err(tp, "[[steps]]: multi-step tasks are not supported")
+    if spec.multi_step_reward_strategy is not None and not spec.steps:
+        warn(tp, "multi_step_reward_strategy is not used: the task has no [[steps]]")
     if env.mcp_servers:
         warn(tp, "[environment] mcp_servers are not started by Practicum")
     if env.healthcheck:
