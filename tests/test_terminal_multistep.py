@@ -97,6 +97,17 @@ def test_a_multi_step_task_loads_its_steps_with_harbors_fallbacks(tmp_path):
     assert [p for p in check_task(t.path) if p.severity == "error"] == []
 
 
+def test_loading_hides_every_steps_tests_and_solution_from_later_sandboxes(tmp_path, monkeypatch):
+    from practicum.sandbox import hidden
+
+    monkeypatch.setattr(hidden, "_hidden", set())
+    d = three_steps(tmp_path / "ms").resolve()
+    load_task(d)
+    want = {str(d / "tests")} | {str(d / "steps" / s / sub) for s in ("01-write", "02-append", "03-count")
+                                 for sub in ("tests", "solution")}
+    assert set(hidden.registered()) == want
+
+
 @pytest.mark.parametrize(("change", "expected"), [
     (lambda d: (d / "steps" / "03-count" / "tests" / "test.sh").unlink(), "nothing verifies this step"),
     (lambda d: (d / "steps" / "02-append" / "instruction.md").unlink(), "missing: the instruction the agent is given"),
