@@ -114,6 +114,26 @@ def test_var_lock_leads_somewhere_as_in_debians_images():
     assert code == 0 and out.strip() == "1777", (out, err)
 
 
+def test_open_descriptors_have_dockers_soft_limit_in_container_mode_only():
+    """supervisord will not start below its default minfds of 1024 ("The minimum number of file
+    descriptors required to run this process is 1024", a public Harbor task's set-up): container
+    mode gives each execution Docker's soft limit, 1024; 1024 can really be opened; the hard limit
+    stays 1024, so no program can raise it. The shared environment keeps 256."""
+    probe = ("ulimit -Sn; ulimit -Hn; python3 -c 'import os; fds = [os.open(\"/dev/null\", 0) for _ in range(1000)]; "
+             "print(\"opened\", len(fds))'; ulimit -n 2048 2>/dev/null && echo raised || echo refused")
+    out, err, code = run(probe)
+    assert out.split() == ["1024", "1024", "opened", "1000", "refused"], (out, err)
+
+    async def shared():
+        s = await get_sandbox().session(Limits(timeout_s=30))
+        try:
+            return await s.exec(["bash", "-c", "ulimit -Sn"])
+        finally:
+            await s.close()
+
+    assert asyncio.run(shared()).stdout.strip() == "256"
+
+
 def test_reserved_address_space_is_not_memory_where_a_cgroup_holds_the_memory():
     """Chromium, V8, the JVM and Go reserve far more address space than they touch (Chromium: 32
     GiB PROT_NONE at start, then SIGTRAP when refused - a Terminal-Bench 2.0 task's chromedriver).

@@ -119,6 +119,9 @@ def server_env(options: SessionOptions) -> dict[str, str]:
     return env
 
 
+CONTAINER_OPEN_FILES = 1024
+
+
 def server_argv(options: SessionOptions, preload: tuple[str, ...], cgroup_memory: bool = False) -> list[str]:
     """The fork server's command. ``cgroup_memory``: the session's memory cgroup limits its memory,
     so executions get no address-space limit - Docker's way, under which V8, Chromium, the JVM and
@@ -127,7 +130,11 @@ def server_argv(options: SessionOptions, preload: tuple[str, ...], cgroup_memory
     config = {"exec_uid": 0, "exec_gid": 0, "workspace": options.workdir, "roots": list(options.roots),
               "scratch": [], "env": server_env(options), "preload": list(preload), "nondumpable": True,
               "keep_processes": bool(options.container and options.container.keep_processes),
-              "address_space_limit": not cgroup_memory}
+              "address_space_limit": not cgroup_memory,
+              # Docker's soft limit of open descriptors: supervisord refuses to start below its
+              # default minfds of 1024; the hard limit stays 1024 (Docker's is 524288), the
+              # bound on what a session's processes can hold open
+              "open_files": CONTAINER_OPEN_FILES}
     return [server_python(), "-s", "-B", SERVER_INSIDE, json.dumps(config)]
 
 

@@ -248,9 +248,13 @@ class Capture:
         return self.tail.rstrip().rsplit(b"\n", 1)[-1].startswith(b"MemoryError")
 
 
-def rlimits(lim: dict, address_space: bool = True) -> list[tuple[int, int, int]]:
+OPEN_FILES = 256  # an execution's open descriptors (soft and hard), unless its session gives another
+
+
+def rlimits(lim: dict, address_space: bool = True, open_files: int = OPEN_FILES) -> list[tuple[int, int, int]]:
     """The per-execution rlimits ``(resource, soft, hard)`` for a ``Limits`` as a dict; without
-    the address-space limit where a memory cgroup holds the memory (``address_space`` False)."""
+    the address-space limit where a memory cgroup holds the memory (``address_space`` False);
+    ``open_files`` descriptors (container mode gives Docker's soft limit, 1024)."""
     import resource
 
     mb = 1 << 20
@@ -260,7 +264,7 @@ def rlimits(lim: dict, address_space: bool = True) -> list[tuple[int, int, int]]
         (resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL one second later
         (resource.RLIMIT_FSIZE, lim["file_size_mb"] * mb, lim["file_size_mb"] * mb),
         (resource.RLIMIT_NPROC, lim["processes"], lim["processes"]),
-        (resource.RLIMIT_NOFILE, 256, 256),
+        (resource.RLIMIT_NOFILE, open_files, open_files),
         (resource.RLIMIT_CORE, 0, 0),
     ]
 
@@ -390,6 +394,7 @@ class Child:
         # False where the session's memory cgroup is the memory limit (container mode): programs that
         # reserve address space they never touch (V8, Chromium, the JVM, Go) then run, as under Docker
         self.address_space = config.get("address_space_limit", True)
+        self.open_files = int(config.get("open_files", OPEN_FILES))
 
     def run(self, fds: list[int]) -> None:
         """``fds``: request pipe, stdin, stdout, stderr, error pipe. The request (header and
@@ -443,7 +448,7 @@ class Child:
             os.setresuid(self.uid, self.uid, self.uid)  # drops every capability of the server (exec_uid != 0)
             import resource
 
-            for which, soft, hard in rlimits(req["limits"], self.address_space):
+            for which, soft, hard in rlimits(req["limits"], self.address_space, self.open_files):
                 _, cur_hard = resource.getrlimit(which)  # never above what the sandbox was given
                 if cur_hard != resource.RLIM_INFINITY:
                     soft, hard = min(soft, cur_hard), min(hard, cur_hard)
