@@ -114,6 +114,24 @@ def test_var_lock_leads_somewhere_as_in_debians_images():
     assert code == 0 and out.strip() == "1777", (out, err)
 
 
+def test_the_machines_login_accounts_are_not_in_the_images_account_databases():
+    """A base image has no login users; this machine may (a uid-1000 user here), and a task's
+    `RUN useradd -m -u 1000 agent` then failed with "UID 1000 is not unique". Container mode shows
+    /etc/passwd, /etc/group and the shadow files without the machine's ids 1000-59999 (their
+    names gone from group member lists too); root, the system accounts and nobody stay."""
+    host = [ln.split(":") for ln in Path("/etc/passwd").read_text().splitlines()]
+    logins = [r[0] for r in host if len(r) > 2 and r[2].isdigit() and 1000 <= int(r[2]) <= 59999]
+    script = ("cut -d: -f1 /etc/passwd /etc/group | sort -u | tr '\\n' ' '; echo; cut -d: -f4 /etc/group | tr '\\n' ','; echo; "
+              "useradd -m -u 1000 agent && id -u agent && grep -c '^agent:' /etc/shadow && test -d /home/agent && echo home")
+    out, err, code = run(script)
+    assert code == 0, (out, err)
+    names, members, *rest = out.splitlines()
+    assert {"root", "nobody", "daemon"} <= set(names.split())
+    assert not set(logins) & set(names.split()) and not set(logins) & set(members.split(",")), (logins, out)
+    assert rest == ["1000", "1", "home"]
+    assert "agent" not in Path("/etc/passwd").read_text()  # the host's own database is untouched
+
+
 def test_open_descriptors_have_dockers_soft_limit_in_container_mode_only():
     """supervisord will not start below its default minfds of 1024 ("The minimum number of file
     descriptors required to run this process is 1024", a public Harbor task's set-up): container

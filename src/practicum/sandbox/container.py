@@ -64,13 +64,19 @@ INODES_PER_MB = 64  # inode cap of the writable layer: 16k inodes for 256 MiB
 
 SANITIZED = ("shadow", "shadow-", "gshadow", "gshadow-")
 LOCKS = ("lock", "lock-frontend", "Lock", ".pwd.lock")
+# The account databases, shown without this machine's login accounts: ids in Debian's range for
+# them (adduser.conf's FIRST_UID..LAST_UID), which no base image has - a task's
+# `useradd -m -u 1000 agent` failed with "UID 1000 is not unique" on a machine whose login user is 1000
+ACCOUNT_FILES = ("passwd", "passwd-", "group", "group-")
+LOGIN_IDS = (1000, 59999)
 
 
 @functools.cache
 def host_mask(tops: tuple[str, ...] = ("etc", "var")) -> tuple[tuple[str, str, str], ...]:
     """What of the machine's folders only the host's root may read: ``(top, path, how)`` with
-    ``how`` = ``sanitize`` (shadow files: kept, hashes blanked) or ``hide``. Lock files are left
-    (apt and dpkg need them; they hold nothing)."""
+    ``how`` = ``sanitize`` (shadow files: kept, hashes blanked) or ``hide``; and the account
+    databases (``accounts``), shown without the machine's login accounts (:data:`LOGIN_IDS`), as
+    an image has them. Lock files are left (apt and dpkg need them; they hold nothing)."""
     out: list[tuple[str, str, str]] = []
     for top in tops:
         for dirpath, dirnames, filenames in os.walk(f"/{top}"):
@@ -90,6 +96,8 @@ def host_mask(tops: tuple[str, ...] = ("etc", "var")) -> tuple[tuple[str, str, s
                 elif name in dirnames:
                     keep.append(name)
             dirnames[:] = keep
+    if "etc" in tops:
+        out += [("etc", f, "accounts") for f in ACCOUNT_FILES if os.path.isfile(f"/etc/{f}")]
     return tuple(out)
 
 
@@ -148,7 +156,7 @@ def command(nsjail: str, limits: Limits, options: SessionOptions, server: str, a
         if not os.path.isdir(layer):
             raise SandboxError(f"image layer {layer} does not exist")
     stage = {"stage": STAGE, "uid_base": ROOT_BASE, "uid_count": ID_COUNT, "tops": list(TOPS), "layers": list(spec.layers),
-             "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()], "dotfiles": DOTFILES,
+             "upper": spec.upper, "workdir": options.workdir, "mask": [list(m) for m in host_mask()], "login_ids": list(LOGIN_IDS), "dotfiles": DOTFILES,
              "upper_mb": limits.workspace_mb, "inodes": max(4096, limits.workspace_mb * INODES_PER_MB)}
     args = [nsjail, "-Mo", "-q", "-t", "0", "--hostname", "sandbox", "--chroot", f"{STAGE}/root", "--rw",
             "-D", options.workdir, "-u", f"0:{ROOT_BASE}:{ID_COUNT}", "-g", f"0:{ROOT_BASE}:{ID_COUNT}"]

@@ -128,12 +128,48 @@ def skeleton(path: str, tops: list[str], base: int, dotfiles: str | None = None)
             os.chown(f"{path}/root/.{dot}", base, base)
 
 
-def mask(entries: list[list[str]], layers: list[str], rw: str, base: int) -> None:
+def login_accounts(login_ids: list[int]) -> tuple[set[str], set[str]]:
+    """The names of the machine's login users and groups: ids within ``login_ids`` (lowest,
+    highest) in ``/etc/passwd`` and ``/etc/group``."""
+    low, high = login_ids
+
+    def names(path: str) -> set[str]:
+        try:
+            with open(path) as f:
+                rows = [ln.split(":") for ln in f.read().splitlines()]
+        except OSError:
+            return set()
+        return {r[0] for r in rows if len(r) > 2 and r[2].isdigit() and low <= int(r[2]) <= high}
+
+    return names("/etc/passwd"), names("/etc/group")
+
+
+def account_lines(text: str, drop: set[str], strip: set[str], member_fields: tuple[int, ...], blank: bool) -> str:
+    """An account database without the entries named in ``drop``, the names in ``strip`` out of
+    its ``member_fields`` (a group file's members, a gshadow file's admins and members), and with
+    its second field blanked when ``blank`` (a shadow file's password hash)."""
+    out = []
+    for line in text.splitlines():
+        x = line.split(":")
+        if x[0] in drop:
+            continue
+        if blank and len(x) > 2:
+            x[1] = "*"
+        for i in member_fields:
+            if i < len(x):
+                x[i] = ",".join(m for m in x[i].split(",") if m and m not in strip)
+        out.append(":".join(x))
+    return "".join(ln + "\n" for ln in out)
+
+
+def mask(entries: list[list[str]], layers: list[str], rw: str, base: int, login_ids: list[int] | None = None) -> None:
     """Hide what only the host's root may read in the machine's folders (``/etc/shadow``'s
     hashes, private keys, a database's files): the idmapped view would show it to the sandbox's
     root. ``sanitize`` keeps a file with its second field blanked (``/etc/shadow`` must exist for
-    ``useradd``); ``hide`` puts a whiteout over it. Entries an image layer already replaced are
-    left to the layer."""
+    ``useradd``); ``hide`` puts a whiteout over it; ``accounts`` (``/etc/passwd``, ``/etc/group``)
+    keeps a file without the machine's login accounts (``login_ids``), which the shadow files
+    then lose too. Entries an image layer already replaced are left to the layer."""
+    users, groups = login_accounts(login_ids) if login_ids else (set(), set())
     for top, rel, kind in entries:
         if any(os.path.lexists(f"{layer}/upper/{top}/{rel}") for layer in layers):
             continue
@@ -153,10 +189,12 @@ def mask(entries: list[list[str]], layers: list[str], rw: str, base: int) -> Non
             st = os.lstat(host)
         except OSError:
             continue
-        if kind == "sanitize":
+        if kind in ("sanitize", "accounts"):
             with open(host) as f:
-                lines = [ln.split(":") for ln in f.read().splitlines()]
-            text = "".join(":".join([x[0], "*", *x[2:]]) + "\n" if len(x) > 2 else ":".join(x) + "\n" for x in lines)
+                text = f.read()
+            name = os.path.basename(rel).rstrip("-")
+            members = {"group": (3,), "gshadow": (2, 3)}.get(name, ())
+            text = account_lines(text, groups if members else users, users, members, blank=kind == "sanitize")
             with open(target, "w") as f:
                 f.write(text)
             os.chown(target, base + st.st_uid, base + st.st_gid)
@@ -188,7 +226,7 @@ def main() -> None:
     for name in ["_root", *tops]:
         _mkdir(f"{rw}/upper/{name}", base, 0o755)
         os.makedirs(f"{rw}/work/{name}", exist_ok=True)
-    mask(config.get("mask", []), layers, rw, base)
+    mask(config.get("mask", []), layers, rw, base, config.get("login_ids"))
     lowers = [f"{layer}/upper/_root" for layer in layers if os.path.isdir(f"{layer}/upper/_root")]
     mount("overlay", root, "overlay", 0,
           f"lowerdir={':'.join([*lowers, f'{run}/skel'])},upperdir={rw}/upper/_root,workdir={rw}/work/_root")
