@@ -145,6 +145,29 @@ def test_install_requests_of_solutions_and_tests():
     assert reqs == ["grpcio==1.73.0", "grpcio-tools>=1.73", "numpy"]  # not the files, the URLs, torch or uvx's
 
 
+def test_requirements_files_and_what_scripts_write_into_them(tmp_path):
+    """The project's requirements files (in the build context) and those a solution writes with a
+    here-document, either redirection order, are fetched ahead; comments, options, nested files,
+    URLs, local paths and other here-documents are not requirements."""
+    from practicum.envs.images import PREFETCH_WHEELS, context_requirements, written_requirements
+    from practicum.envs.verifier_shim import PREFETCHED, missing_from
+
+    solve = ("cat > service/requirements.txt <<'EOF'\nfastapi==0.115.0\nuvicorn==0.30.6  # server\nEOF\n"
+             "cat <<EOF > requirements-dev.txt\n# dev\n-r requirements.txt\npytest>=8\nhttps://x.org/a.whl\n./local\nEOF\n"
+             "cat > notes.txt <<EOF\nnot-a-requirement\nEOF\n")
+    assert written_requirements([solve]) == ["fastapi==0.115.0", "uvicorn==0.30.6", "pytest>=8"]
+    (tmp_path / "svc").mkdir()
+    (tmp_path / "svc" / "requirements.txt").write_text("requests==2.32.3\n--index-url https://x/simple\n")
+    (tmp_path / "requirements-test.txt").write_text("iniconfig\n")
+    (tmp_path / "README.txt").write_text("flask\n")
+    assert context_requirements(tmp_path) == ["iniconfig", "requests==2.32.3"]
+    assert install_requests([solve], ["torch==2.7.0", "iniconfig"])[1] == [
+        "fastapi==0.115.0", "uvicorn==0.30.6", "pytest>=8", "iniconfig"]  # torch is never fetched ahead
+    assert PREFETCHED == PREFETCH_WHEELS  # the verifier's pip stand-in looks where the build put them
+    assert missing_from(["fastapi==0.115.0", "uvicorn", "pytest==8.4.1"], {"fastapi": "0.115.0", "pytest": "8.3.0"}) == [
+        "uvicorn", "pytest==8.4.1"]
+
+
 def test_env_path_extends_the_base_images_path():
     """`ENV PATH="/root/.local/bin:${PATH}"` extends the PATH every base image defines (it had
     dropped /usr/bin and /bin: `cp: not found` in the next RUN line of a public task)."""

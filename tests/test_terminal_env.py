@@ -184,6 +184,29 @@ def test_packages_the_solution_and_the_tests_install_are_fetched_ahead_and_insta
     assert untouched.score is not None and untouched.score.value == 0.0, untouched
 
 
+def test_a_verifier_that_pip_installs_the_projects_requirements_gets_them_offline(tmp_path, monkeypatch):
+    """A public Harbor task's tests run `python3 -m pip install -r service/requirements.txt`, a
+    file the project ships and the solution rewrites with a here-document. The build fetches
+    what both name ahead; the verifier's pip stand-in, whose toolchain lacks them, hands the
+    install to the image's pip, which installs them offline. Untouched, the requirement the
+    solution adds is missing and the import fails."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    files = {
+        "instruction.md": "Add termcolor 2.4.0 to /app/service/requirements.txt.\n",
+        "task.toml": "[verifier]\ntimeout_sec = 120\n",
+        "environment/Dockerfile": "FROM python:3.11-slim\nWORKDIR /app\nCOPY service /app/service\n",
+        "environment/service/requirements.txt": "iniconfig==2.0.0  # what the project had\n",
+        "solution/solve.sh": "#!/bin/bash\ncat > /app/service/requirements.txt <<'EOF'\niniconfig==2.0.0\ntermcolor==2.4.0\nEOF\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\ncd /app && python3 -m pip install -r service/requirements.txt "
+                         "&& python3 -c 'import termcolor, iniconfig' "
+                         "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    }
+    domain = _task(tmp_path / "tasks" / "project-requirements", files)
+    ref, untouched = _reference_and_untouched(domain)
+    assert ref.failed_step is None and ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched
+
+
 def test_an_agent_that_fills_the_containers_disk_is_a_verifier_failure_not_a_crash(tmp_path, monkeypatch):
     """A solution that fills the writable layer (a TB2 reference building Caffe did, within its
     1 GiB): the tests cannot be copied in. That is the episode's recorded verifier failure; it

@@ -616,12 +616,57 @@ PREFETCH_WHEELS = "/var/cache/practicum/wheels"  # in the image: pip's find-link
 _DEB = re.compile(r"[a-z0-9][a-z0-9+.\-]+")
 
 
-def install_requests(scripts: list[str]) -> tuple[list[str], list[str]]:
+REQUIREMENTS_FILE = re.compile(r"(?:^|/)requirements[\w.\-]*\.txt$")
+# a here-document written to a requirements file: `cat > service/requirements.txt <<'EOF'` (either order)
+_HEREDOC_REQS = re.compile(
+    r"""(?:>\s*['"]?(?P<a>[^\s'"<>;&|]*requirements[\w.\-]*\.txt)['"]?\s*<<-?\s*['"]?(?P<d1>\w+)['"]?"""
+    r"""|<<-?\s*['"]?(?P<d2>\w+)['"]?\s*>\s*['"]?(?P<b>[^\s'"<>;&|]*requirements[\w.\-]*\.txt)['"]?)[^\n]*\n""")
+
+
+def requirement_lines(text: str) -> list[str]:
+    """The requirements of a requirements file: no comments, options (``-r``, ``--index-url``),
+    URLs or local paths."""
+    out = []
+    for line in text.splitlines():
+        r = line.split(" #", 1)[0].split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        if r and not r.startswith("-") and "://" not in r and not r.startswith((".", "/")) and re.fullmatch(_REQ, r.replace(" ", "")):
+            out.append(r.replace(" ", ""))
+    return out
+
+
+def written_requirements(scripts: list[str]) -> list[str]:
+    """Requirements that ``scripts`` write into a requirements file with a here-document (a
+    solution that fixes ``service/requirements.txt``, which the tests then ``pip install -r``)."""
+    out: list[str] = []
+    for text in scripts:
+        for m in _HEREDOC_REQS.finditer(text):
+            delim = m.group("d1") or m.group("d2")
+            body = text[m.end():]
+            end = re.search(rf"^\s*{re.escape(delim)}\s*$", body, re.M)
+            out += requirement_lines(body[: end.start()] if end else "")
+    return out
+
+
+def context_requirements(context: Path, limit: int = 20) -> list[str]:
+    """The requirements of the requirements files in a build context (``requirements.txt``,
+    ``requirements-dev.txt``...), at most ``limit`` files: what the task's project installs."""
+    out: list[str] = []
+    files = sorted(p for p in context.rglob("requirements*.txt") if p.is_file() and REQUIREMENTS_FILE.search(p.as_posix()))
+    for p in files[:limit]:
+        try:
+            out += requirement_lines(p.read_text(errors="replace"))
+        except OSError:
+            continue
+    return out
+
+
+def install_requests(scripts: list[str], requirements: list[str] | None = None) -> tuple[list[str], list[str]]:
     """The Debian packages and the Python requirements that ``scripts`` install at run time
-    (``apt-get``/``apt install``, and the pip forms of :func:`verifier_requirements`), each once,
-    in order: what a task's solution and tests would fetch from the network."""
+    (``apt-get``/``apt install``, the pip forms of :func:`verifier_requirements`, and what they
+    write into requirements files), with ``requirements`` (the build context's requirements
+    files), each once, in order: what a task's solution and tests would fetch from the network."""
     debs: list[str] = []
-    reqs: list[str] = []
+    reqs: list[str] = [*written_requirements(scripts), *(requirements or [])]
     for words in _command_lines(scripts):
         found: list[str] = []
         _installs([w for w in words if os.path.basename(w) != "uvx"], found)

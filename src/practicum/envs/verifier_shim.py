@@ -21,7 +21,9 @@ Standard library only: it runs on the sandbox's ``/usr/bin/python3``. What each 
 * ``uv init``/``uv add``/``uv pip install``/``uv venv``/``uv sync``, ``pip install``: succeed when
   what they ask for is in the toolchain (``uv init`` writes a minimal ``pyproject.toml``); a
   ``pip install`` that names its own index or folder (``--index-url http://localhost:8080/simple``,
-  a server the task runs) is the real pip's.
+  a server the task runs) is the real pip's, and so is one whose packages the toolchain lacks
+  but the image's wheels fetched ahead hold (``/var/cache/practicum/wheels``: the project's
+  requirements files, what the solution writes into them), which it installs offline.
 * ``pytest``: the toolchain's pytest.
 * ``python``/``python3``: ``-m pip install`` as ``pip install`` above; anything else, the real one.
   After an install, a ``.pth`` in that interpreter's site-packages makes the toolchain importable
@@ -126,17 +128,44 @@ def _installed():
     return found
 
 
-def check(requirements, what):
-    """Every requirement must be in the toolchain (pinned ones at their version)."""
-    have = _installed()
+_REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[^\]]*\])?\s*(==|>=|<=|~=|!=|>|<)?\s*([^\s;,]*)")
+
+
+def missing_from(requirements, have):
+    """The requirements ``have`` (name -> version) does not satisfy (pinned ones at their version)."""
     missing = []
     for req in requirements:
-        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[^\]]*\])?\s*(==|>=|<=|~=|!=|>|<)?\s*([^\s;,]*)", req.strip())
+        m = _REQ.match(req.strip())
         if not m:
             continue
         name, op, ver = _norm(m.group(1)), m.group(3), m.group(4)
         if name not in have or (op == "==" and ver and have[name] != ver):
             missing.append(req)
+    return missing
+
+
+# the image's own wheels, fetched ahead for what the task installs (practicum.envs.images.PREFETCH_WHEELS)
+PREFETCHED = "/var/cache/practicum/wheels"
+
+
+def _prefetched():
+    """Name -> version of the distributions fetched ahead into the image (wheels and sdists)."""
+    found = {}
+    try:
+        names = os.listdir(PREFETCHED)
+    except OSError:
+        return found
+    for entry in names:
+        m = re.match(r"(.+?)-(\d[^-]*?)(?:-.*\.whl|\.tar\.gz|\.zip)$", entry)
+        if m:
+            found[_norm(m.group(1))] = m.group(2)
+    return found
+
+
+def check(requirements, what):
+    """Every requirement must be in the toolchain (pinned ones at their version)."""
+    have = _installed()
+    missing = missing_from(requirements, have)
     if missing:
         say(f"{what}: {', '.join(missing)} not in the verifier toolchain (available offline: "
             f"{', '.join(f'{k}=={v}' for k, v in sorted(have.items())) or 'nothing'}); Practicum installs what "
@@ -327,6 +356,11 @@ def pip(args, python="python3"):
     if args[:1] == ["install"] and local_index(args):  # the real pip, which reaches it
         real(python, ["-m", "pip", *args])
     if args[:1] == ["install"]:
+        missing = missing_from(packages(args[1:]), _installed())
+        if missing and not missing_from(missing, _prefetched()):
+            # what the toolchain lacks was fetched ahead into the image (the project's requirements
+            # files, what the solution writes into them): the image's pip installs it, offline
+            real(python, ["-m", "pip", *args])
         check(packages(args[1:]), "pip install")
         expose_toolchain(python)
         return 0

@@ -60,6 +60,7 @@ from practicum.envs.images import (
     Image,
     ImageBuildError,
     build_image,
+    context_requirements,
     install_requests,
     toolchain_binds,
     verifier_requirements,
@@ -444,8 +445,10 @@ async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, 
     scripts = [text for kind, text in texts if kind == "test"]
     # what the reference solutions, the steps' set-up and the tests install at run time, which
     # Harbor's container fetches from the network: fetched ahead into the image, so the installs work offline
+    # ... and what the project's requirements files name (tests that `pip install -r` them)
+    reqs = await asyncio.to_thread(context_requirements, t.build_context or t.environment_dir)
     image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
-                              context=t.build_context, prefetch=install_requests([text for _, text in texts]))
+                              context=t.build_context, prefetch=install_requests([text for _, text in texts], reqs))
     binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
     return image, binds
 
