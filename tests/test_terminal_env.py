@@ -207,6 +207,29 @@ def test_a_verifier_that_pip_installs_the_projects_requirements_gets_them_offlin
     assert untouched.score is not None and untouched.score.value == 0.0, untouched
 
 
+def test_a_separate_verifiers_python_packages_reach_the_verifier(tmp_path, monkeypatch):
+    """Harbor's `environment_mode = "separate"`: the verifier runs in an image built from
+    tests/Dockerfile, whose `uv pip install pytest-json-ctrf` gives test.sh's `pytest --ctrf`. No
+    separate sandbox is made here; the packages its RUN lines install join the verifier's
+    toolchain (public math-modelling tasks failed with "unrecognized arguments: --ctrf")."""
+    monkeypatch.setenv("PRACTICUM_HOME", str(tmp_path / "home"))
+    files = {
+        "instruction.md": "Write 42 to /app/answer.txt.\n",
+        "task.toml": "[verifier]\ntimeout_sec = 120\nenvironment_mode = 'separate'\n",
+        "environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /app\n",
+        "solution/solve.sh": "#!/bin/bash\necho 42 > /app/answer.txt\n",
+        "tests/Dockerfile": "FROM python:3.12-slim\nRUN uv venv /opt/venv && \\\n    uv pip install --python /opt/venv/bin/python "
+                            "pytest==8.4.1 pytest-json-ctrf==0.3.5\nCOPY . /tests/\n",
+        "tests/test_outputs.py": "def test_answer():\n    assert open('/app/answer.txt').read().strip() == '42'\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\npytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py "
+                         "&& [ -s /logs/verifier/ctrf.json ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    }
+    domain = _task(tmp_path / "tasks" / "separate-verifier", files)
+    ref, untouched = _reference_and_untouched(domain)
+    assert ref.failed_step is None and ref.score is not None and ref.score.value == 1.0, ref
+    assert untouched.score is not None and untouched.score.value == 0.0, untouched
+
+
 def test_an_agent_that_fills_the_containers_disk_is_a_verifier_failure_not_a_crash(tmp_path, monkeypatch):
     """A solution that fills the writable layer (a TB2 reference building Caffe did, within its
     1 GiB): the tests cannot be copied in. That is the episode's recorded verifier failure; it

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shlex
 import time
 from dataclasses import dataclass
@@ -449,8 +450,22 @@ async def prepare_image(t: TerminalTask, sandbox: str = "auto") -> tuple[Image, 
     reqs = await asyncio.to_thread(context_requirements, t.build_context or t.environment_dir)
     image = await build_image(t.dockerfile, sandbox, timeout_s=t.spec.environment.build_timeout_sec,
                               context=t.build_context, prefetch=install_requests([text for _, text in texts], reqs))
-    binds = await asyncio.to_thread(toolchain_binds, verifier_requirements(scripts))
+    binds = await asyncio.to_thread(toolchain_binds, verifier_requirements([*scripts, *_separate_verifier_runs(t)]))
     return image, binds
+
+
+def _separate_verifier_runs(t: TerminalTask) -> list[str]:
+    """The RUN lines of a separate verifier's image (``tests/Dockerfile``, Harbor's
+    ``environment_mode = "separate"``), which is not built here: the Python packages they install
+    (``uv pip install pytest==8.4.1 pytest-json-ctrf==0.3.5``) go into the verifier's toolchain."""
+    if not t.spec.verifier.separate or "Dockerfile" not in t.test_files:
+        return []
+    try:
+        text = (t.path / "tests" / "Dockerfile").read_text(errors="replace")
+    except OSError as e:
+        raise ImageBuildError(f"{t.name}: cannot read tests/Dockerfile: {e}") from e
+    lines = re.sub(r"\\\n", " ", text).splitlines()
+    return [ln.strip()[3:] for ln in lines if ln.strip().upper().startswith("RUN ")]
 
 
 class TerminalDomain:

@@ -954,7 +954,8 @@ def _check_spec(spec: TaskSpec, tp: Path, err: Any, warn: Any) -> None:
         warn(tp, "[environment] healthcheck is not run by Practicum")
     if spec.verifier.separate:
         warn(tp, "[verifier] a separate verifier sandbox is not made: tests/test.sh runs in the agent's "
-                 "sandbox after the agent, with tests/ copied to /tests")
+                 "sandbox after the agent, with tests/ copied to /tests (the Python packages tests/Dockerfile "
+                 "installs join the verifier's toolchain)")
     if spec.verifier.collect:
         warn(tp, "[[verifier.collect]] hooks are not run (artifacts are not collected)")
 
