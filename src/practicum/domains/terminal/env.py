@@ -338,9 +338,8 @@ class TerminalEnv(ToolEnvironment):
         assert t is not None
         await self._keep_diff(reason)
         overrides = (self.task.metadata if self.task else {}).get("tests_override") or {}  # an impossible variant's
-        score, info = await self._run_tests([(t.path / "tests", t.test_files)], overrides, t.verifier_timeout_s,
-                                            t.spec.verifier.env)
-        self.extra_info["verifier"] = info
+        score, _ = await self._run_tests([(t.path / "tests", t.test_files)], overrides, t.verifier_timeout_s,
+                                         t.spec.verifier.env)
         score.explanation = f"{reason}; {score.explanation}"
         return score
 
