@@ -651,7 +651,8 @@ def context_requirements(context: Path, limit: int = 20) -> list[str]:
     """The requirements of the requirements files in a build context (``requirements.txt``,
     ``requirements-dev.txt``...), at most ``limit`` files: what the task's project installs."""
     out: list[str] = []
-    files = sorted(p for p in context.rglob("requirements*.txt") if p.is_file() and REQUIREMENTS_FILE.search(p.as_posix()))
+    files = sorted(Path(d) / f for d, _dirs, names in os.walk(context)  # links to folders are not followed
+                   for f in names if REQUIREMENTS_FILE.search(f) and os.path.isfile(os.path.join(d, f)))
     for p in files[:limit]:
         try:
             out += requirement_lines(p.read_text(errors="replace"))
